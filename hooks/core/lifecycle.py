@@ -1,0 +1,177 @@
+"""The life of a BatchJob: what a sync must do next, and the status each outcome leads to.
+
+``plan`` decides from the last status and the spec's generation alone whether to submit an
+attempt, track the current one, or leave a finished BatchJob alone. The functions below it turn
+each outcome of that step (submitted, in flight, refused, observed, unreachable, invalid) into
+the next ``Status``. All of them are pure; ``hooks.service`` runs the steps.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from hooks.core.aggregate import Summary
+from hooks.core.model import INFRASTRUCTURE_REASONS, Phase, Reason
+from hooks.core.status import Status
+
+
+class Step(enum.StrEnum):
+    SUBMIT = "submit"
+    """Submit the planned attempt (idempotent: finds the attempt if it was submitted before)."""
+    TRACK = "track"
+    """Query the scheduler for the current attempt."""
+    IDLE = "idle"
+    """Finished and nothing changed: answer from the last status, touch no cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    step: Step
+    attempt: int
+    attempt_generation: int
+    retries: int
+
+
+def plan(prev: Status, *, generation: int, backoff_limit: int) -> Plan:
+    """The next step for a BatchJob whose last status is ``prev``. Pure: no I/O."""
+    if prev.attempt == 0:
+        # Nothing was ever submitted for this BatchJob.
+        return Plan(Step.SUBMIT, 1, generation, 0)
+    if not prev.finished:
+        # A submission whose id never reached the status is looked up again by submitting it.
+        step = Step.TRACK if prev.job_ids else Step.SUBMIT
+        return Plan(step, prev.attempt, prev.attempt_generation, prev.retries)
+    if prev.attempt_generation < generation:
+        # The spec changed after the end: a new attempt, and backoffLimit counts afresh.
+        return Plan(Step.SUBMIT, prev.attempt + 1, generation, 0)
+    if prev.reason in INFRASTRUCTURE_REASONS and prev.retries < backoff_limit:
+        # The cluster failed the job, not the job itself: resubmit within backoffLimit.
+        return Plan(Step.SUBMIT, prev.attempt + 1, prev.attempt_generation, prev.retries + 1)
+    return Plan(Step.IDLE, prev.attempt, prev.attempt_generation, prev.retries)
+
+
+def submitted(prev: Status, p: Plan, *, backend: str, job_id: str, now: str) -> Status:
+    """The attempt has a job id on the cluster; its state comes with the next query."""
+    return replace(
+        _fresh(prev, p, backend),
+        message=f"Attempt {p.attempt} was submitted as job {job_id}.",
+        job_ids=(job_id,),
+        active=1,
+        submit_time=now,
+    ).reached()
+
+
+def in_flight(prev: Status, p: Plan, *, backend: str) -> Status:
+    """Another call holds the attempt's submission guard and has not recorded a job id yet."""
+    return replace(
+        _fresh(prev, p, backend),
+        reason=Reason.SUBMITTING,
+        message=f"A submission of attempt {p.attempt} is in flight; waiting for its job id.",
+    ).reached()
+
+
+def refused(prev: Status, p: Plan, *, backend: str, message: str) -> Status:
+    fresh = _fresh(prev, p, backend)
+    return replace(
+        fresh,
+        phase=Phase.FAILED,
+        reason=Reason.SUBMIT_FAILED,
+        message=f"The scheduler refused attempt {p.attempt}: {message}",
+        active=0,
+    ).reached()
+
+
+def observed(
+    prev: Status, p: Plan, summary: Summary, *, backend: str, generation: int, backoff_limit: int
+) -> Status:
+    """The attempt as the scheduler reports it."""
+    reason, message = summary.reason, summary.message
+    if (
+        summary.phase is Phase.FAILED
+        and reason in INFRASTRUCTURE_REASONS
+        and backoff_limit > 0
+        and p.retries >= backoff_limit
+    ):
+        reason = Reason.BACKOFF_LIMIT_EXCEEDED
+        message = f"{message} The job was resubmitted {p.retries} time(s); backoffLimit is used up."
+    if p.attempt_generation < generation and summary.phase not in (
+        Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED
+    ):
+        message = (
+            f"{message} The spec changed (generation {generation}); the change waits for the end "
+            f"of attempt {p.attempt}."
+        ).strip()
+    return Status(
+        phase=summary.phase,
+        reason=reason,
+        message=message,
+        backend=backend,
+        job_ids=summary.task_ids,
+        attempt=p.attempt,
+        attempt_generation=p.attempt_generation,
+        retries=p.retries,
+        active=summary.active,
+        succeeded=summary.succeeded,
+        failed=summary.failed,
+        cancelled=summary.cancelled,
+        exit_code=summary.exit_code,
+        submit_time=prev.submit_time or summary.submit_time,
+        start_time=summary.start_time,
+        completion_time=summary.completion_time,
+    ).reached()
+
+
+def unreachable(prev: Status, p: Plan, reason: Reason, message: str, *, backend: str) -> Status:
+    """The cluster could not be asked: keep the last known state, say why.
+
+    Before the attempt has a job id the BatchJob waits in ``Pending`` with the reason; after,
+    its last known phase stands and the reason says why it is not current.
+    """
+    if p.step is Step.TRACK:
+        base = prev if prev.finished else replace(prev, reason=reason, message=message)
+    else:
+        base = replace(_fresh(prev, p, backend), reason=reason, message=message)
+    return replace(
+        base, reachable=False, reachability_reason=str(reason), reachability_message=message
+    )
+
+
+def invalid_spec(prev: Status, message: str, *, backend: str) -> Status:
+    """The spec breaks a rule; nothing is sent to the cluster until an edit fixes it."""
+    return replace(
+        prev,
+        phase=Phase.FAILED,
+        reason=Reason.INVALID_SPEC,
+        message=message,
+        backend=backend or prev.backend,
+        active=0,
+    )
+
+
+def deleted(prev: Status, *, cancelled: int) -> Status:
+    """Finalize cancelled the BatchJob's active jobs."""
+    if not cancelled:
+        return prev
+    return replace(
+        prev,
+        phase=Phase.CANCELLED,
+        reason=Reason.DELETED,
+        message=f"The BatchJob was deleted; {cancelled} active job(s) were cancelled.",
+        active=0,
+        cancelled=prev.cancelled + prev.active,
+    ).reached()
+
+
+def _fresh(prev: Status, p: Plan, backend: str) -> Status:
+    """A status for attempt ``p.attempt`` before it has a job id."""
+    return Status(
+        phase=Phase.PENDING,
+        backend=backend,
+        attempt=p.attempt,
+        attempt_generation=p.attempt_generation,
+        retries=p.retries,
+        reachable=prev.reachable,
+        reachability_reason=prev.reachability_reason,
+        reachability_message=prev.reachability_message,
+    )

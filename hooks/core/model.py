@@ -1,0 +1,178 @@
+"""Value types shared by the core: phases, reasons, task observations and job requests."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    UNKNOWN = "Unknown"
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
+
+
+class Reason(enum.StrEnum):
+    """Typed reasons of the BatchJob API; ``NONE`` while all is well."""
+
+    NONE = ""
+    INVALID_SPEC = "InvalidSpec"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    INVALID_SECRET = "InvalidSecret"
+    HOST_KEY_MISMATCH = "HostKeyMismatch"
+    AUTHENTICATION_FAILED = "AuthenticationFailed"
+    CLUSTER_UNREACHABLE = "ClusterUnreachable"
+    SUBMITTING = "Submitting"
+    SUBMIT_FAILED = "SubmitFailed"
+    NON_ZERO_EXIT_CODE = "NonZeroExitCode"
+    TIMEOUT = "Timeout"
+    OUT_OF_MEMORY = "OutOfMemory"
+    NODE_FAIL = "NodeFail"
+    BOOT_FAIL = "BootFail"
+    PREEMPTED = "Preempted"
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    HELD = "Held"
+    SUSPENDED = "Suspended"
+    CANCELLED_ON_CLUSTER = "CancelledOnCluster"
+    DELETED = "Deleted"
+    JOB_NOT_FOUND = "JobNotFound"
+    UNKNOWN_STATE = "UnknownSchedulerState"
+    """A scheduler state the hooks do not know: reported as such, never guessed."""
+
+
+INFRASTRUCTURE_REASONS = frozenset({Reason.NODE_FAIL, Reason.BOOT_FAIL, Reason.PREEMPTED})
+"""Failures of the cluster rather than of the job: resubmitted within ``backoffLimit``."""
+
+CONNECTION_REASONS = frozenset(
+    {
+        Reason.SECRET_NOT_FOUND,
+        Reason.INVALID_SECRET,
+        Reason.HOST_KEY_MISMATCH,
+        Reason.AUTHENTICATION_FAILED,
+        Reason.CLUSTER_UNREACHABLE,
+    }
+)
+"""Reasons that say the cluster could not be asked; the user or time fixes them."""
+
+
+class Outcome(enum.StrEnum):
+    """Where one task (SLURM job or array task, HTCondor proc) stands."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def active(self) -> bool:
+        return self in (Outcome.PENDING, Outcome.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """One task as the scheduler reports it, already mapped to our terms."""
+
+    task_id: str
+    outcome: Outcome
+    reason: Reason = Reason.NONE
+    message: str = ""
+    exit_code: int | None = None
+    submit_time: str | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    cpus: int | None = None
+    memory_mib: int | None = None
+    gpus: int | None = None
+    time_limit_seconds: int | None = None
+    nodes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRef:
+    host: str
+    port: int
+    secret_name: str
+    insecure_skip_host_key_check: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    array: str | None = None
+    array_tasks: tuple[int, ...] = ()
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HTCondorOptions:
+    queue: int = 1
+    submit_options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """A validated BatchJob spec."""
+
+    backend: str
+    cluster: ClusterRef
+    script: str
+    resources: Resources = field(default_factory=Resources)
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    htcondor: HTCondorOptions = field(default_factory=HTCondorOptions)
+    logs_pod: bool = True
+    logs_follow: bool = False
+    backoff_limit: int = 0
+
+    @property
+    def single(self) -> bool:
+        """One task: neither a SLURM array nor an HTCondor ``queue N`` with N > 1."""
+        return not self.slurm.array_tasks and self.htcondor.queue == 1
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a backend needs to submit one attempt of one BatchJob."""
+
+    namespace: str
+    name: str
+    uid: str
+    attempt: int
+    spec: Spec
+
+    @property
+    def key(self) -> str:
+        """The attempt's identity on the cluster: ``<uid>-<attempt>``."""
+        return f"{self.uid}-{self.attempt}"
+
+    @property
+    def remote_dir(self) -> str:
+        """The attempt's directory, relative to the login user's home."""
+        return f"{job_root(self.namespace, self.name, self.uid)}/attempt-{self.attempt}"
+
+
+def job_root(namespace: str, name: str, uid: str) -> str:
+    """The BatchJob's remote directory, relative to the login user's home."""
+    return f".hpcbridge/{namespace}/{name}/{uid}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """An attempt to look up on the cluster: its key, and the job id if one was recorded."""
+
+    key: str
+    job_id: str | None
+    expected_tasks: tuple[str, ...] = ()

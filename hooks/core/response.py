@@ -1,0 +1,91 @@
+"""Answers to Metacontroller: the envelope per controller shape, and when to sync again.
+
+A 200 answer replaces status and children wholesale, so every answer built here carries the
+complete status and the complete list of children.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from hooks.core.model import CONNECTION_REASONS, Phase, Reason
+from hooks.core.status import Status
+
+MIN_POLL, MAX_POLL = 2.0, 30.0
+MAX_BACKOFF = 120.0
+SLOW_POLL = 60.0
+
+
+def envelope(
+    shape: Literal["composite", "decorator"],
+    *,
+    status: Mapping[str, Any],
+    children: Sequence[Mapping[str, Any]],
+    resync: float,
+    finalized: bool | None = None,
+) -> dict[str, Any]:
+    """The response body for a sync or finalize call."""
+    body: dict[str, Any] = {
+        "status": dict(status),
+        "attachments" if shape == "decorator" else "children": list(children),
+    }
+    if resync > 0:
+        body["resyncAfterSeconds"] = resync
+    if finalized is not None:
+        body["finalized"] = finalized
+    return body
+
+
+def resync_after(status: Status, *, previous: object, uid: str, now: datetime.datetime) -> float:
+    """Seconds until the next sync; 0 for a finished BatchJob, which is not polled.
+
+    Active jobs are polled every ``MIN_POLL`` seconds at first and less often the longer
+    nothing changes (up to ``MAX_POLL``); an unreachable cluster is retried with a growing
+    backoff. Each BatchJob's interval is scaled by a factor drawn from its uid, so that many
+    BatchJobs created together do not resync in lock-step.
+    """
+    if status.reachable is False:
+        quiet = _seconds_since(previous, "ClusterReachable", now)
+        base = min(MAX_BACKOFF, max(5.0, quiet / 2))
+    elif status.reason is Reason.SUBMITTING:
+        base = MIN_POLL
+    elif status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN:
+        base = SLOW_POLL
+    elif status.finished:
+        return 0.0
+    else:
+        quiet = min(_seconds_since(previous, kind, now) for kind in ("Submitted", "Running"))
+        base = min(MAX_POLL, MIN_POLL + quiet / 10)
+    return round(base * _jitter(uid), 1)
+
+
+def _jitter(uid: str) -> float:
+    """A factor in [0.85, 1.15) fixed per BatchJob."""
+    digest = hashlib.sha256(uid.encode()).digest()
+    return 0.85 + 0.3 * int.from_bytes(digest[:2], "big") / 65536
+
+
+def _seconds_since(previous: object, kind: str, now: datetime.datetime) -> float:
+    if not isinstance(previous, Mapping):
+        return 0.0
+    for condition in previous.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            stamp = parse_time(condition.get("lastTransitionTime"))
+            return max(0.0, (now - stamp).total_seconds()) if stamp else 0.0
+    return 0.0
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: object) -> datetime.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None

@@ -1,0 +1,190 @@
+"""The BatchJob status: reading the last one from a request, and rendering a new one.
+
+Status is a pure function of what was observed: the same observation renders the same status,
+byte for byte, so Metacontroller's status write does not trigger syncs forever. The only time
+that enters is ``now`` for a condition whose status flips, and the submit time of a new attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hooks.core.model import TERMINAL_PHASES, Phase, Reason
+
+CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable")
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    phase: Phase = Phase.PENDING
+    reason: Reason = Reason.NONE
+    message: str = ""
+    backend: str = ""
+    job_ids: tuple[str, ...] = ()
+    attempt: int = 0
+    attempt_generation: int = 0
+    retries: int = 0
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    exit_code: int | None = None
+    submit_time: str | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    logs_pod: str | None = None
+    reachable: bool | None = None
+    """Whether the last contact with the cluster worked; None before the first one."""
+    reachability_reason: str = ""
+    reachability_message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """The attempt is over: terminal, or lost for good (JobNotFound)."""
+        return self.phase in TERMINAL_PHASES or self.reason is Reason.JOB_NOT_FOUND
+
+    def reached(self) -> Status:
+        return replace(self, reachable=True, reachability_reason="", reachability_message="")
+
+
+def from_raw(raw: object) -> Status:
+    """The status as Metacontroller last stored it; unknown or broken fields fall back."""
+    if not isinstance(raw, Mapping):
+        return Status()
+    reach = _condition(raw, "ClusterReachable")
+    return Status(
+        phase=_enum(Phase, raw.get("phase"), Phase.PENDING),
+        reason=_enum(Reason, raw.get("reason"), Reason.NONE),
+        message=_text(raw.get("message")),
+        backend=_text(raw.get("backend")),
+        job_ids=tuple(str(i) for i in raw.get("jobIDs") or () if isinstance(i, (str, int))),
+        attempt=_count(raw.get("attempt")),
+        attempt_generation=_count(raw.get("attemptGeneration")),
+        retries=_count(raw.get("retries")),
+        active=_count(raw.get("active")),
+        succeeded=_count(raw.get("succeeded")),
+        failed=_count(raw.get("failed")),
+        cancelled=_count(raw.get("cancelled")),
+        exit_code=raw.get("exitCode") if isinstance(raw.get("exitCode"), int) else None,
+        submit_time=_optional_text(raw.get("submitTime")),
+        start_time=_optional_text(raw.get("startTime")),
+        completion_time=_optional_text(raw.get("completionTime")),
+        logs_pod=_optional_text(raw.get("logsPod")),
+        reachable=None if reach is None else reach.get("status") == "True",
+        reachability_reason=_text((reach or {}).get("reason")),
+        reachability_message=_text((reach or {}).get("message")),
+    )
+
+
+def to_raw(
+    status: Status, *, previous: object, now: str, generation: int | None = None
+) -> dict[str, Any]:
+    """Render ``status`` for the API server.
+
+    ``previous`` is the last stored status; a condition keeps its ``lastTransitionTime`` unless
+    its status changed. ``generation`` is written as ``observedGeneration`` only when given
+    (the DecoratorController shape, where Metacontroller does not inject it).
+    """
+    raw: dict[str, Any] = {
+        "phase": str(status.phase),
+        "reason": str(status.reason),
+        "message": status.message,
+        "backend": status.backend,
+        "jobIDs": list(status.job_ids),
+        "attempt": status.attempt,
+        "attemptGeneration": status.attempt_generation,
+        "retries": status.retries,
+        "active": status.active,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+        "cancelled": status.cancelled,
+    }
+    optional = {
+        "exitCode": status.exit_code,
+        "submitTime": status.submit_time,
+        "startTime": status.start_time,
+        "completionTime": status.completion_time,
+        "logsPod": status.logs_pod,
+        "observedGeneration": generation,
+    }
+    raw.update({key: value for key, value in optional.items() if value is not None})
+    old = previous if isinstance(previous, Mapping) else {}
+    raw["conditions"] = [
+        _stamp(condition, _condition(old, condition["type"]), now)
+        for condition in conditions(status)
+    ]
+    return raw
+
+
+def conditions(status: Status) -> list[dict[str, str]]:
+    """The five conditions, in a fixed order, without timestamps."""
+    phase, reason = status.phase, str(status.reason)
+    submitted = bool(status.job_ids)
+    job = ", ".join(status.job_ids[:3]) + (", ..." if len(status.job_ids) > 3 else "")
+    reach_status = {None: "Unknown", True: "True", False: "False"}[status.reachable]
+    return [
+        _make(
+            "Submitted",
+            submitted,
+            "Submitted" if submitted else (reason or "NotSubmitted"),
+            f"Attempt {status.attempt} was submitted as {job}." if submitted else status.message,
+        ),
+        _make(
+            "Running",
+            phase is Phase.RUNNING,
+            (reason or "Running") if phase is Phase.RUNNING else str(phase),
+            status.message if phase is Phase.RUNNING else "",
+        ),
+        _make("Complete", phase is Phase.SUCCEEDED, "Succeeded" if phase is Phase.SUCCEEDED
+              else str(phase), status.message if phase is Phase.SUCCEEDED else ""),
+        _make("Failed", phase is Phase.FAILED, reason if phase is Phase.FAILED else str(phase),
+              status.message if phase is Phase.FAILED else ""),
+        {
+            "type": "ClusterReachable",
+            "status": reach_status,
+            "reason": status.reachability_reason or ("Reachable" if status.reachable else
+                                                     "NotContacted"),
+            "message": status.reachability_message,
+        },
+    ]
+
+
+def _make(kind: str, true: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": "True" if true else "False", "reason": reason,
+            "message": message}
+
+
+def _stamp(
+    condition: dict[str, str], old: Mapping[str, Any] | None, now: str
+) -> dict[str, str]:
+    unchanged = old is not None and old.get("status") == condition["status"]
+    when = old.get("lastTransitionTime") if unchanged and old is not None else None
+    return {**condition, "lastTransitionTime": when if isinstance(when, str) else now}
+
+
+def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for item in raw.get("conditions") or ():
+        if isinstance(item, Mapping) and item.get("type") == kind:
+            return item
+    return None
+
+
+def _enum(kind: Any, value: object, default: Any) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        return default
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,95 @@
+"""Parsers for the small grammars in a BatchJob spec: time limits, memory quantities, arrays."""
+
+from __future__ import annotations
+
+import math
+import re
+
+_TIME_LIMIT = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_QUANTITY = re.compile(
+    r"^((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+MAX_ARRAY_TASKS = 100_000
+
+
+def parse_time_limit(text: str) -> int:
+    """Seconds in a ``1d12h30m10s``-style limit.
+
+    >>> parse_time_limit("1h30m")
+    5400
+    >>> parse_time_limit("90s")
+    90
+    """
+    match = _TIME_LIMIT.match(text)
+    if not text or match is None:
+        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d12h")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return total
+
+
+def slurm_time(seconds: int) -> str:
+    """SLURM's ``days-hours:minutes:seconds`` form of a limit.
+
+    >>> slurm_time(5400)
+    '0-01:30:00'
+    """
+    minutes, secs = divmod(seconds, 60)
+    hours, mins = divmod(minutes, 60)
+    days, hrs = divmod(hours, 24)
+    return f"{days}-{hrs:02d}:{mins:02d}:{secs:02d}"
+
+
+def parse_memory_mib(value: object) -> int:
+    """Whole MiB (rounded up) in a Kubernetes quantity such as ``4Gi``, ``512M`` or ``1073741824``.
+
+    >>> parse_memory_mib("4Gi")
+    4096
+    >>> parse_memory_mib(1000000)
+    1
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{value!r} is not a memory quantity like 4Gi or 512Mi")
+    text = str(value)
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a memory quantity like 4Gi or 512Mi")
+    number, suffix = match.groups()
+    if suffix == "m":
+        factor: float = 1e-3
+    else:
+        factor = _BINARY.get(suffix or "", 0) or _DECIMAL.get(suffix or "", 1)
+    mib = math.ceil(float(number) * factor / 2**20)
+    if mib <= 0:
+        raise ValueError(f"{text!r} is less than the smallest allocation")
+    return mib
+
+
+def parse_array(text: str) -> tuple[int, ...]:
+    """The task indices of a SLURM ``--array`` value (``0-3``, ``1,3,5-9:2``, ``0-99%10``).
+
+    >>> parse_array("1,3,5-9:2%2")
+    (1, 3, 5, 7, 9)
+    """
+    body, _, throttle = text.partition("%")
+    if throttle and not throttle.isdigit():
+        raise ValueError(f"{text!r}: the part after % must be a number of concurrent tasks")
+    tasks: set[int] = set()
+    for item in body.split(","):
+        match = _ARRAY_ITEM.match(item)
+        if match is None:
+            raise ValueError(f"{text!r} is not an array like 0-3, 1,5,7 or 0-15:4")
+        first, last, step = match.groups()
+        start, stop = int(first), int(last) if last else int(first)
+        stride = int(step) if step else 1
+        if stop < start or stride <= 0:
+            raise ValueError(f"{text!r}: range {item!r} is empty")
+        if (stop - start) // stride + len(tasks) >= MAX_ARRAY_TASKS:
+            raise ValueError(f"{text!r} has more than {MAX_ARRAY_TASKS} tasks")
+        tasks.update(range(start, stop + 1, stride))
+    return tuple(sorted(tasks))
