@@ -1,0 +1,12 @@
+"""Schedulers behind one interface: one module per scheduler, sharing ``base`` and ``guard``."""
+
+from __future__ import annotations
+
+from hooks.backends.base import Backend
+from hooks.backends.slurm import SlurmBackend
+
+
+def for_name(name: str) -> Backend:
+    """The backend for ``spec.backend``."""
+    backends: dict[str, Backend] = {"slurm": SlurmBackend()}
+    return backends[name]

@@ -1,0 +1,72 @@
+"""The backend interface: what the hooks ask of a scheduler, over one SSH connection.
+
+::
+
+    JobRequest ------------>|  submit          (guarded: at most one job per attempt)
+    SubmitOutcome <---------|---+
+    [JobRef] -------------->|  query           (one squeue/condor_q for all, then the
+    {key: [TaskState]} <----|---+               accounting/history for what left the queue)
+    uid ------------------->|  active_jobs     (every active job of one BatchJob)
+    [job id] -------------->|  cancel
+    JobRequest ------------>|  output location (the attempt directory; <task>.out/.err)
+
+Every method takes the connection and a deadline in seconds, raises ``hooks.ssh.errors``
+for transport trouble and ``SchedulerError`` when the scheduler itself fails to answer.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hooks.core.model import JobRef, JobRequest, Spec, TaskState
+from hooks.ssh.client import Connection
+
+
+class SchedulerError(Exception):
+    """The scheduler did not answer (e.g. slurmctld down); transient, the cluster is reachable."""
+
+
+class Submitted(enum.StrEnum):
+    NEW = "submitted"
+    EXISTING = "existing"
+    IN_FLIGHT = "inflight"
+    REFUSED = "refused"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    kind: Submitted
+    job_id: str = ""
+    message: str = ""
+
+
+class Backend(Protocol):
+    name: str
+
+    def submit(self, conn: Connection, job: JobRequest, *, timeout: float) -> SubmitOutcome: ...
+
+    def query(
+        self, conn: Connection, refs: Sequence[JobRef], *, timeout: float
+    ) -> Mapping[str, Sequence[TaskState]]: ...
+
+    def active_jobs(self, conn: Connection, uid: str, *, timeout: float) -> Sequence[str]: ...
+
+    def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None: ...
+
+    def expected_tasks(self, spec: Spec, job_id: str) -> tuple[str, ...]: ...
+
+    def job_name(self, key: str) -> str: ...
+
+    def job_id(self, task_id: str) -> str:
+        """The id of the job (SLURM array, HTCondor cluster) a task id belongs to."""
+        ...
+
+
+def output_location(job: JobRequest) -> str:
+    """Where an attempt's output lives, relative to the login user's home: one
+    ``<task id>.out`` and ``<task id>.err`` per task, written by the scheduler."""
+    return job.remote_dir

@@ -1,0 +1,112 @@
+"""Exactly-once submission as one remote command, shared by every scheduler.
+
+The attempt's directory is the guard: ``mkdir`` is atomic, so of all calls racing to submit an
+attempt exactly one creates it and submits; the job id it records in ``jobid`` answers every
+later call. A call that finds the guard held with no id answers "in flight". A guard older than
+``stale`` seconds with no id recorded belongs to a submission that died: the call looks the
+attempt up on the scheduler by name (a job found there is recorded, not resubmitted) and only
+then takes the guard over with a second atomic ``mkdir`` (``takeover.N``) and submits again.
+``stale`` must exceed the longest remote command, which the remote ``timeout`` bounds.
+
+A refusal by the scheduler is recorded in ``refused`` and answered again to later calls; a
+transient failure (scheduler unreachable) leaves the guard to go stale, because whether the job
+reached the scheduler is then unknown and only the lookup can tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+STALE_SECONDS = 120
+
+PROGRAM = r"""
+set -u
+d=$HOME/$1; stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
+umask 077
+mkdir -p -- "${d%/*}" || { echo "error cannot create ${d%/*}"; exit 0; }
+say_existing() { printf 'existing %s\n' "$(head -n 1 -- "$d/jobid")"; exit 0; }
+if ! mkdir -- "$d" 2>/dev/null; then
+  [ -s "$d/jobid" ] && say_existing
+  [ -e "$d/refused" ] && { printf 'refused %s\n' "$(tail -n 1 -- "$d/refused")"; exit 0; }
+  n=0; while [ -d "$d/takeover.$((n + 1))" ]; do n=$((n + 1)); done
+  marker=$d; [ "$n" -gt 0 ] && marker=$d/takeover.$n
+  age=$(( $(date +%s) - $(stat -c %Y -- "$marker") ))
+  [ "$age" -lt "$stale" ] && { echo inflight; exit 0; }
+  found=$(sh -c "$lookup") || { echo inflight; exit 0; }
+  if [ -n "$found" ]; then
+    printf '%s\n' "$found" > "$d/jobid.tmp" && mv -f -- "$d/jobid.tmp" "$d/jobid"
+    say_existing
+  fi
+  mkdir -- "$d/takeover.$((n + 1))" 2>/dev/null || { echo inflight; exit 0; }
+  [ -s "$d/jobid" ] && say_existing
+fi
+cd -- "$d" || { echo "error cannot enter $d"; exit 0; }
+i=0
+while [ "$i" -lt "$nfiles" ]; do
+  head -c "$2" > "$1" || { echo "error cannot write $1"; exit 0; }
+  shift 2; i=$((i + 1))
+done
+if "$@" > submit.out 2> submit.err; then
+  id=$(head -n 1 submit.out | cut -d ';' -f 1 | cut -d ' ' -f 1 | tr -d '\r')
+  printf '%s\n' "$id" > jobid.tmp && mv -f jobid.tmp jobid
+  printf 'submitted %s\n' "$id"
+elif grep -Eq -- "$transient" submit.err; then
+  printf 'transient %s\n' "$(tail -n 1 submit.err)"
+else
+  cp submit.err refused
+  printf 'refused %s\n' "$(tail -n 1 submit.err)"
+fi
+"""
+
+
+def command(
+    *,
+    remote_dir: str,
+    files: Sequence[tuple[str, bytes]],
+    submit: Sequence[str],
+    lookup: str,
+    transient: str,
+    stale_seconds: int,
+) -> tuple[list[str], bytes]:
+    """The argv and stdin of one guarded submission.
+
+    ``files`` are written into the attempt directory from stdin, in order; ``submit`` runs in
+    that directory; ``lookup`` is a shell command that prints the attempt's job id if the
+    scheduler knows a job by the attempt's name; ``transient`` is an extended regexp matching
+    the submit command's errors that mean "try again later" rather than "refused".
+    """
+    argv = ["sh", "-c", PROGRAM, "hpcbridge-submit", remote_dir, str(stale_seconds), transient,
+            lookup, str(len(files))]
+    for name, content in files:
+        argv += [name, str(len(content))]
+    return [*argv, *submit], b"".join(content for _, content in files)
+
+
+def parse(output: str) -> tuple[str, str]:
+    """The (verb, rest) of the program's answer line."""
+    verb, _, rest = output.strip().partition(" ")
+    return verb, rest.strip()
+
+
+CLEANUP = r"""
+set -u
+root=$HOME/$1; stale=$2
+[ -d "$root" ] || { echo gone; exit 0; }
+now=$(date +%s)
+for g in "$root"/attempt-*; do
+  [ -d "$g" ] || continue
+  { [ -s "$g/jobid" ] || [ -e "$g/refused" ]; } && continue
+  newest=$(stat -c %Y -- "$g" "$g"/takeover.* 2>/dev/null | sort -n | tail -n 1)
+  [ $((now - newest)) -lt "$stale" ] && { echo busy; exit 0; }
+done
+rm -rf -- "$root" && echo removed
+"""
+
+
+def cleanup_command(*, root: str, stale_seconds: int) -> list[str]:
+    """Remove a BatchJob's remote directory, unless a submission may still be in flight there.
+
+    Answers ``removed``, ``gone`` (nothing there) or ``busy`` (a guard without a job id is
+    younger than ``stale_seconds``).
+    """
+    return ["sh", "-c", CLEANUP, "hpcbridge-cleanup", root, str(stale_seconds)]

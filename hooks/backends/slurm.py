@@ -1,0 +1,198 @@
+"""SLURM over SSH: ``sbatch`` in the guarded submission, ``squeue`` then ``sacct``, ``scancel``.
+
+squeue is the source of truth while a job is in it; sacct answers for jobs that have left it
+(after MinJobAge) and gives exit codes. Output is parsed from ``-o``/``--parsable2`` text, not
+``--json`` (SLURM 22.05's JSON ignores squeue filters and reports wrong exit codes in sacct).
+Times are printed in UTC by running the clients with ``TZ=UTC``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+
+from hooks.backends import guard
+from hooks.backends.base import SchedulerError, SubmitOutcome, Submitted
+from hooks.core import slurm_states, units
+from hooks.core.model import JobRef, JobRequest, Spec, TaskState
+from hooks.core.slurm_states import SlurmRecord
+from hooks.ssh.client import Completed, Connection
+
+NAME_PREFIX = "hpcb-"
+SQUEUE_FORMAT = "%i|%j|%T|%r|%V|%S|%e|%F"
+SACCT_FIELDS = "JobID,JobName,State,ExitCode,Submit,Start,End,Reason"
+TRANSIENT_ERRORS = (
+    "Unable to contact slurm controller|Socket timed out|Zero Bytes were transmitted|"
+    "Transport endpoint|temporarily unavailable|Slurm backup controller in standby"
+)
+SACCT_CHUNK = 500
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def job_name(self, key: str) -> str:
+        return NAME_PREFIX + key
+
+    def job_id(self, task_id: str) -> str:
+        return task_id.split("_", 1)[0]
+
+    def expected_tasks(self, spec: Spec, job_id: str) -> tuple[str, ...]:
+        if spec.slurm.array_tasks:
+            return tuple(f"{job_id}_{i}" for i in spec.slurm.array_tasks)
+        return (job_id,)
+
+    def submit(self, conn: Connection, job: JobRequest, *, timeout: float) -> SubmitOutcome:
+        name = self.job_name(job.key)
+        lookup = (
+            f"TZ=UTC squeue -h -t all --name={shlex.quote(name)} -o %F | head -n 1 | grep . || "
+            f"TZ=UTC sacct -n -X -P -S now-60days --name={shlex.quote(name)} -o JobID "
+            "| head -n 1 | cut -d _ -f 1"
+        )
+        argv, stdin = guard.command(
+            remote_dir=job.remote_dir,
+            files=[("script", job.spec.script.encode())],
+            submit=sbatch_argv(job, name),
+            lookup=lookup,
+            transient=TRANSIENT_ERRORS,
+            stale_seconds=guard.STALE_SECONDS,
+        )
+        result = conn.run(argv, stdin=stdin, timeout=timeout)
+        return submit_outcome(result)
+
+    def query(
+        self, conn: Connection, refs: Sequence[JobRef], *, timeout: float
+    ) -> Mapping[str, Sequence[TaskState]]:
+        names = {self.job_name(ref.key): ref for ref in refs}
+        queued = _squeue(conn, timeout)
+        by_key: dict[str, dict[str, SlurmRecord]] = {ref.key: {} for ref in refs}
+        for job_name, records in queued.items():
+            if job_name in names:
+                by_key[names[job_name].key] = {r.task_id: r for r in records}
+        settled = [
+            ref for ref in refs
+            if ref.job_id and not any(
+                slurm_states.to_task(r).outcome.active for r in by_key[ref.key].values()
+            )
+        ]
+        for chunk in _chunks([ref.job_id for ref in settled if ref.job_id], SACCT_CHUNK):
+            accounted = parse_sacct(_checked(conn.run(
+                ["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(chunk),
+                 "-o", SACCT_FIELDS], timeout=timeout), "sacct"))
+            for job_name, records in accounted.items():
+                if job_name in names:
+                    by_key[names[job_name].key].update({r.task_id: r for r in records})
+        return {
+            key: [slurm_states.to_task(r) for r in records.values()]
+            for key, records in by_key.items()
+        }
+
+    def active_jobs(self, conn: Connection, uid: str, *, timeout: float) -> Sequence[str]:
+        queued = _squeue(conn, timeout)
+        prefix = f"{NAME_PREFIX}{uid}-"
+        return sorted({
+            record.task_id
+            for job_name, records in queued.items() if job_name.startswith(prefix)
+            for record in records if slurm_states.to_task(record).outcome.active
+        })
+
+    def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None:
+        if job_ids:
+            _checked(conn.run(["scancel", *job_ids], timeout=timeout), "scancel")
+
+
+def sbatch_argv(job: JobRequest, name: str) -> list[str]:
+    """The sbatch command of one attempt, run in its directory. Pure."""
+    spec, res, opts = job.spec, job.spec.resources, job.spec.slurm
+    pattern = "%A_%a" if opts.array else "%j"
+    argv = [
+        "sbatch", "--parsable", f"--job-name={name}", f"--comment={job.namespace}/{job.name}",
+        f"--output={pattern}.out", f"--error={pattern}.err",
+    ]
+    named = {
+        "--array": opts.array,
+        "--partition": opts.partition,
+        "--account": opts.account,
+        "--qos": opts.qos,
+        "--cpus-per-task": res.cpus,
+        "--mem": f"{res.memory_mib}M" if res.memory_mib else None,
+        "--gpus": res.gpus,
+        "--time": units.slurm_time(res.time_limit_seconds) if res.time_limit_seconds else None,
+        "--nodes": res.nodes,
+    }
+    argv += [f"{flag}={value}" for flag, value in named.items() if value is not None]
+    return [*argv, *spec.slurm.extra_args, "script"]
+
+
+def submit_outcome(result: Completed) -> SubmitOutcome:
+    verb, rest = guard.parse(result.out)
+    kinds = {k.value: k for k in Submitted}
+    if result.exit_status == 0 and verb in kinds:
+        if verb in ("submitted", "existing") and not rest.isdigit():
+            return SubmitOutcome(Submitted.REFUSED, message=f"sbatch printed {rest!r}")
+        return SubmitOutcome(kinds[verb], job_id=rest if verb in ("submitted", "existing")
+                             else "", message=rest)
+    detail = (result.err or result.out).strip().splitlines()
+    raise SchedulerError(detail[-1] if detail else f"submission exited {result.exit_status}")
+
+
+def parse_squeue(text: str) -> dict[str, list[SlurmRecord]]:
+    """squeue ``-o SQUEUE_FORMAT`` lines grouped by job name. Pure."""
+    found: dict[str, list[SlurmRecord]] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 8:
+            continue
+        task_id, name, state, reason, submit, start, end, _ = fields[:8]
+        found.setdefault(name, []).append(
+            SlurmRecord(task_id, state, reason, "", submit, start, end)
+        )
+    return found
+
+
+def parse_sacct(text: str) -> dict[str, list[SlurmRecord]]:
+    """sacct ``--parsable2 -o SACCT_FIELDS`` lines grouped by job name, with compressed
+    records of never-started array tasks (``7_[0,2-3]``) expanded. Pure."""
+    found: dict[str, list[SlurmRecord]] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 8:
+            continue
+        job_id, name, state, exit_code, submit, start, end, reason = fields[:8]
+        for task_id in _expand(job_id):
+            found.setdefault(name, []).append(
+                SlurmRecord(task_id, state, reason, exit_code, submit, start, end)
+            )
+    return found
+
+
+def _expand(job_id: str) -> list[str]:
+    base, sep, tasks = job_id.partition("_[")
+    if not sep:
+        return [job_id]
+    try:
+        return [f"{base}_{i}" for i in units.parse_array(tasks.rstrip("]"))]
+    except ValueError:
+        return [job_id]
+
+
+def _squeue(conn: Connection, timeout: float) -> dict[str, list[SlurmRecord]]:
+    """Every job of the login user in squeue, finished ones inside MinJobAge included."""
+    result = conn.run(
+        ["env", "TZ=UTC", "sh", "-c", 'exec squeue -h -r -t all -u "$(id -un)" -o "$1"',
+         "squeue", SQUEUE_FORMAT],
+        timeout=timeout,
+    )
+    return parse_squeue(_checked(result, "squeue"))
+
+
+def _checked(result: Completed, what: str) -> str:
+    if result.exit_status != 0:
+        lines = result.err.strip().splitlines()
+        raise SchedulerError(f"{what} failed: {lines[-1] if lines else result.exit_status}")
+    return result.out
+
+
+def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+

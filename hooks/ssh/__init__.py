@@ -1,0 +1,1 @@
+"""SSH to login and submit nodes: the only package that imports paramiko."""

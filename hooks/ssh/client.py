@@ -1,0 +1,240 @@
+"""One authenticated SSH connection and remote commands with deadlines.
+
+Host keys are checked against the Secret's known_hosts (fail closed); the socket has
+TCP_NODELAY (without it each short command pays ~40 ms of Nagle delay); every command is an
+argv list joined with ``shlex.join`` here and nowhere else, runs under the remote ``timeout``
+so it dies with its deadline, and takes its input on stdin.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import select
+import shlex
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import paramiko
+
+from hooks.core.secret import Credentials
+from hooks.ssh import errors
+
+MAX_OUTPUT = 64 * 1024 * 1024
+MAX_STDERR = 64 * 1024
+KILL_GRACE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    host: str
+    port: int
+    insecure_skip_host_key_check: bool = False
+
+    @property
+    def known_hosts_name(self) -> str:
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+
+class Connection:
+    """An authenticated SSH transport; each ``run`` opens its own channel."""
+
+    def __init__(self, transport: paramiko.Transport, target: Target) -> None:
+        self._transport = transport
+        self.target = target
+
+    @property
+    def alive(self) -> bool:
+        return self._transport.is_active()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
+        """Run ``argv`` remotely with ``stdin``; raise ``CommandTimeout`` after ``timeout`` s."""
+        out = bytearray()
+
+        def keep(chunk: bytes) -> None:
+            out.extend(chunk)
+            if len(out) > MAX_OUTPUT:
+                raise errors.ClusterUnreachable(self.target.host, "a command printed too much")
+
+        status, err = self.stream(argv, keep, stdin=stdin, timeout=timeout)
+        return Completed(status, bytes(out), err)
+
+    def stream(
+        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
+        timeout: float,
+    ) -> tuple[int, bytes]:
+        """Run ``argv``, handing stdout to ``sink`` as it arrives; the exit status and stderr."""
+        remote_limit = max(1, math.floor(timeout))
+        command = shlex.join(["timeout", "-k", str(KILL_GRACE), str(remote_limit), *argv])
+        deadline = time.monotonic() + remote_limit + KILL_GRACE + 1
+        host = self.target.host
+        try:
+            channel = self._transport.open_session(timeout=_left(deadline))
+        except (paramiko.SSHException, OSError, EOFError) as err:
+            raise errors.ClusterUnreachable(host, f"SSH session to {host} failed: {err}") from err
+        try:
+            channel.settimeout(_left(deadline))
+            channel.exec_command(command)
+            if stdin:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            return _collect(channel, sink, deadline, host)
+        except TimeoutError as err:
+            raise errors.CommandTimeout(host, f"{argv[0]} on {host} timed out") from err
+        except (paramiko.SSHException, OSError, EOFError) as err:
+            raise errors.ClusterUnreachable(host, f"SSH to {host} failed: {err}") from err
+        finally:
+            channel.close()
+
+
+def _left(deadline: float) -> float:
+    return max(0.05, deadline - time.monotonic())
+
+
+def _collect(
+    channel: paramiko.Channel, sink: Callable[[bytes], None], deadline: float, host: str
+) -> tuple[int, bytes]:
+    err = bytearray()
+    while True:
+        if channel.recv_ready():
+            sink(channel.recv(65536))
+        elif channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+            del err[:-MAX_STDERR]
+        elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
+            return channel.recv_exit_status(), bytes(err)
+        elif time.monotonic() > deadline:
+            raise errors.CommandTimeout(host, f"a command on {host} timed out")
+        else:
+            select.select([channel], [], [], min(0.2, _left(deadline)))
+
+
+def connect(target: Target, credentials: Credentials, *, timeout: float) -> Connection:
+    """Open and authenticate a connection; raise an ``errors.SSHError`` on any failure."""
+    deadline = time.monotonic() + timeout
+    host = target.host
+    pkey = load_key(credentials, host) if credentials.private_key else None
+    known = None if target.insecure_skip_host_key_check else known_host_keys(credentials, target)
+    try:
+        sock = socket.create_connection((host, target.port), timeout=timeout)
+    except OSError as err:
+        raise errors.ClusterUnreachable(
+            host, f"cannot reach {host} port {target.port}: {err.strerror or err}"
+        ) from err
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    transport = paramiko.Transport(sock)
+    try:
+        _handshake(transport, target, known, deadline)
+        _authenticate(transport, credentials, pkey, host, deadline)
+    except BaseException:
+        transport.close()
+        raise
+    transport.set_keepalive(30)
+    return Connection(transport, target)
+
+
+def _handshake(
+    transport: paramiko.Transport, target: Target, known: dict[str, paramiko.PKey] | None,
+    deadline: float,
+) -> None:
+    host = target.host
+    if known:
+        options = transport.get_security_options()
+        preferred = [t for t in options.key_types if _key_family(t) in known]
+        options.key_types = preferred + [t for t in options.key_types if t not in preferred]
+    transport.banner_timeout = _left(deadline)
+    try:
+        transport.start_client(timeout=_left(deadline))
+    except (paramiko.SSHException, OSError, EOFError) as err:
+        raise errors.ClusterUnreachable(host, f"SSH handshake with {host} failed: {err}") from err
+    if known is None:
+        return
+    offered = transport.get_remote_server_key()
+    expected = known.get(offered.get_name())
+    if expected is None or expected.asbytes() != offered.asbytes():
+        raise errors.HostKeyMismatch(
+            host,
+            f"the host key of {target.known_hosts_name} ({offered.get_name()} "
+            f"{offered.fingerprint}) is not in the Secret's known_hosts",
+        )
+
+
+def _authenticate(
+    transport: paramiko.Transport, credentials: Credentials, pkey: paramiko.PKey | None,
+    host: str, deadline: float,
+) -> None:
+    transport.auth_timeout = _left(deadline)
+    user = credentials.username
+    try:
+        if pkey is not None:
+            try:
+                transport.auth_publickey(user, pkey)
+                return
+            except paramiko.AuthenticationException:
+                if not credentials.password:
+                    raise
+        transport.auth_password(user, credentials.password or "")
+    except paramiko.AuthenticationException as err:
+        raise errors.AuthenticationFailed(host, f"{host} refused the login of {user!r}") from err
+    except (paramiko.SSHException, OSError, EOFError) as err:
+        raise errors.ClusterUnreachable(host, f"SSH login to {host} failed: {err}") from err
+
+
+def load_key(credentials: Credentials, host: str) -> paramiko.PKey:
+    text = credentials.private_key or ""
+    for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return kind.from_private_key(io.StringIO(text), password=credentials.passphrase)
+        except paramiko.PasswordRequiredException as err:
+            raise errors.BadCredentials(
+                host, "the Secret's ssh-privatekey is encrypted; add 'ssh-passphrase'"
+            ) from err
+        except (paramiko.SSHException, ValueError):
+            continue
+    raise errors.BadCredentials(
+        host, "the Secret's ssh-privatekey is not an OpenSSH or PEM private key (or the "
+        "passphrase is wrong)"
+    )
+
+
+def known_host_keys(credentials: Credentials, target: Target) -> dict[str, paramiko.PKey]:
+    """The keys known_hosts lists for the target, by key type (hashed names included)."""
+    keys = paramiko.HostKeys()
+    for line in (credentials.known_hosts or "").splitlines():
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
+        except (paramiko.SSHException, ValueError, TypeError):
+            continue
+        if entry is None or entry.key is None:
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+    found = keys.lookup(target.known_hosts_name)
+    return dict(found.items()) if found else {}
+
+
+def _key_family(key_type: str) -> str:
+    """The known_hosts name of a negotiated host key algorithm."""
+    if key_type.startswith("rsa-sha2-"):
+        return "ssh-rsa"
+    return key_type.removesuffix("-cert-v01@openssh.com")
