@@ -1,0 +1,75 @@
+"""The Flask app: POST /customize, /sync, /finalize and GET /healthz, served by gunicorn.
+
+Views only translate HTTP: parse the JSON body, hand it to ``hooks.service.Hooks``, answer
+JSON. A malformed request gets a JSON 400; an unexpected error a JSON 500 whose traceback goes
+to the server log only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from hooks.core.request import BadHookRequest
+from hooks.service import Hooks
+from hooks.settings import Settings
+
+log = logging.getLogger(__name__)
+bp = Blueprint("hooks", __name__)
+
+
+def create_app(settings: Settings | None = None, *, hooks: Hooks | None = None) -> Flask:
+    """Build the app; gunicorn calls ``hooks.app:create_app()``."""
+    app = Flask(__name__)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["hpcbridge"] = hooks or Hooks(settings or Settings.from_env(os.environ))
+    app.register_blueprint(bp)
+    app.register_error_handler(BadHookRequest, _bad_request)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _internal_error)
+    return app
+
+
+def _hooks() -> Hooks:
+    hooks: Hooks = current_app.extensions["hpcbridge"]
+    return hooks
+
+
+def _body() -> Any:
+    body = request.get_json(silent=True)
+    if body is None:
+        raise BadHookRequest("the request body must be JSON")
+    return body
+
+
+@bp.post("/customize")
+def customize() -> Response:
+    return jsonify(_hooks().customize(_body()))
+
+
+@bp.post("/sync")
+@bp.post("/finalize")
+def sync() -> Response:
+    return jsonify(_hooks().sync(_body()))
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+def _bad_request(err: BadHookRequest) -> tuple[Response, int]:
+    return jsonify({"error": "bad request", "message": str(err)}), 400
+
+
+def _http_error(err: HTTPException) -> tuple[Response, int]:
+    return jsonify({"error": err.name, "message": err.description}), err.code or 500
+
+
+def _internal_error(err: Exception) -> tuple[Response, int]:
+    log.exception("hook %s failed", request.path)
+    return jsonify({"error": "internal error", "message": "see the hook server's log"}), 500

@@ -1,0 +1,28 @@
+"""gunicorn settings for the hook server (``make run`` and the container use these).
+
+The hooks spend their time waiting on SSH, so one worker process runs many threads: every
+sync in the server then shares one set of SSH connections and one status cache per cluster.
+"""
+
+import os
+
+bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8080')}"
+workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
+worker_class = "gthread"
+threads = int(os.environ.get("HPCBRIDGE_THREADS", "32"))
+timeout = 60
+graceful_timeout = 30
+keepalive = 75
+accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
+errorlog = "-"
+loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "hooks": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
+        "paramiko": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+    },
+}

@@ -1,0 +1,340 @@
+"""The imperative shell: runs one customize, sync or finalize call against a cluster.
+
+Each call parses the request, lets the pure core decide, talks to the cluster over SSH only
+where the decision needs it, and answers with the complete status and children. Trouble on
+the way (no Secret, a wrong host key, an unreachable cluster, a scheduler that does not
+answer) becomes a typed reason in a 200 answer with the last known state, never an error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hooks import backends
+from hooks.backends import guard
+from hooks.backends.base import Backend, SchedulerError, Submitted
+from hooks.core import aggregate, children, lifecycle, response, status
+from hooks.core.lifecycle import Plan, Step
+from hooks.core.model import ClusterRef, JobRef, JobRequest, Reason, Spec, job_root
+from hooks.core.request import HookRequest, parse_customize, parse_sync
+from hooks.core.secret import Credentials, SecretError, parse_secret
+from hooks.core.spec import SpecError, parse_spec, parse_target
+from hooks.core.status import Status
+from hooks.sessions import Sessions
+from hooks.settings import Settings
+from hooks.ssh import errors
+from hooks.ssh.client import Connection, Target
+
+log = logging.getLogger(__name__)
+
+SKIP_CANCEL = "hpcbridge.io/skip-cancel"
+SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
+    errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,
+    errors.AuthenticationFailed: Reason.AUTHENTICATION_FAILED,
+    errors.BadCredentials: Reason.INVALID_SECRET,
+}
+
+
+class Trouble(Exception):
+    """The cluster could not be asked; carries the typed reason and one sentence."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class Budget:
+    """The time one hook call may still spend on the cluster."""
+
+    def __init__(self, seconds: float) -> None:
+        self._deadline = time.monotonic() + seconds
+
+    def take(self, wanted: float) -> float:
+        left = self._deadline - time.monotonic()
+        if left < 1:
+            raise Trouble(Reason.CLUSTER_UNREACHABLE, "The cluster answered too slowly.")
+        return min(wanted, left)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What a call works on: the backend, the cluster, and the spec when it is valid."""
+
+    backend: Backend
+    cluster: ClusterRef
+    spec: Spec | None
+    spec_error: str
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+class Hooks:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sessions: Sessions | None = None,
+        clock: Callable[[], datetime.datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions or Sessions()
+        self.clock = clock
+
+    def customize(self, body: object) -> dict[str, Any]:
+        parent = parse_customize(body)
+        spec = parent.get("spec") or {}
+        cluster = spec.get("cluster") if isinstance(spec, Mapping) else None
+        ref = cluster.get("secretRef") if isinstance(cluster, Mapping) else None
+        name = ref.get("name") if isinstance(ref, Mapping) else None
+        if not isinstance(name, str) or not name:
+            return {"relatedResources": []}
+        namespace = parent["metadata"]["namespace"]
+        rule = {"apiVersion": "v1", "resource": "secrets", "namespace": namespace,
+                "names": [name]}
+        return {"relatedResources": [rule]}
+
+    def sync(self, body: object) -> dict[str, Any]:
+        req = parse_sync(body)
+        if req.finalizing:
+            return self._finalize(req)
+        now = self.clock()
+        prev = status.from_raw(req.parent.get("status"))
+        target = self._target(req)
+        backoff = target.spec.backoff_limit if target and target.spec else 0
+        plan = lifecycle.plan(prev, generation=req.generation, backoff_limit=backoff)
+        if plan.step is Step.IDLE:
+            new = prev
+        elif target is None or (target.spec is None and plan.step is Step.SUBMIT):
+            message = target.spec_error if target else _spec_error(req)
+            new = lifecycle.invalid_spec(prev, message, backend=_backend_name(req))
+        else:
+            new = self._engage(req, target, prev, plan, now)
+        return self._answer(req, target, new, now)
+
+    def _target(self, req: HookRequest) -> Work | None:
+        raw = req.parent.get("spec")
+        try:
+            name, cluster = parse_target(raw)
+        except SpecError:
+            return None
+        try:
+            spec, error = parse_spec(raw), ""
+        except SpecError as err:
+            spec, error = None, str(err)
+        return Work(backends.for_name(name), cluster, spec, error)
+
+    def _engage(
+        self, req: HookRequest, target: Work, prev: Status, plan: Plan, now: datetime.datetime
+    ) -> Status:
+        backend = target.backend.name
+        try:
+            credentials = self._credentials(req, target.cluster)
+            budget = Budget(self.settings.sync_budget)
+            with self._connect(target.cluster, credentials, budget) as conn:
+                if plan.step is Step.SUBMIT:
+                    assert target.spec is not None
+                    return self._submit(conn, req, target.backend, target.spec, prev, plan, now,
+                                        budget)
+                return self._track(conn, req, target, prev, plan, now, budget)
+        except Trouble as trouble:
+            return lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
+                                         backend=backend)
+
+    def _credentials(self, req: HookRequest, cluster: ClusterRef) -> Credentials:
+        secret = req.secrets.get(cluster.secret_name)
+        if secret is None:
+            raise Trouble(
+                Reason.SECRET_NOT_FOUND,
+                f"Secret {cluster.secret_name!r} was not found in namespace {req.namespace}.",
+            )
+        try:
+            return parse_secret(secret, insecure_host_keys=cluster.insecure_skip_host_key_check)
+        except SecretError as err:
+            raise Trouble(Reason.INVALID_SECRET,
+                          f"Secret {cluster.secret_name!r}: {err}") from err
+
+    @contextmanager
+    def _connect(
+        self, cluster: ClusterRef, credentials: Credentials, budget: Budget
+    ) -> Iterator[Connection]:
+        """A connection for this call; SSH and scheduler failures inside become ``Trouble``."""
+        target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
+        try:
+            timeout = budget.take(self.settings.connect_timeout)
+            with self.sessions.open(target, credentials, timeout=timeout) as conn:
+                yield conn
+        except errors.SSHError as err:
+            raise _trouble(err) from err
+        except SchedulerError as err:
+            raise Trouble(Reason.CLUSTER_UNREACHABLE,
+                          f"The scheduler did not answer: {err}.") from err
+
+    def _submit(
+        self, conn: Connection, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
+        plan: Plan, now: datetime.datetime, budget: Budget,
+    ) -> Status:
+        job = JobRequest(req.namespace, req.name, req.uid, plan.attempt, spec)
+        outcome = backend.submit(conn, job, timeout=budget.take(self.settings.command_timeout))
+        if outcome.kind in (Submitted.NEW, Submitted.EXISTING):
+            if outcome.kind is Submitted.NEW:
+                log.info("submitted %s/%s attempt %d as %s job %s", req.namespace, req.name,
+                         plan.attempt, backend.name, outcome.job_id)
+            return lifecycle.submitted(prev, plan, backend=backend.name, job_id=outcome.job_id,
+                                       now=response.format_time(now))
+        if outcome.kind is Submitted.IN_FLIGHT:
+            return lifecycle.in_flight(prev, plan, backend=backend.name)
+        if outcome.kind is Submitted.REFUSED:
+            return lifecycle.refused(prev, plan, backend=backend.name, message=outcome.message)
+        raise Trouble(Reason.CLUSTER_UNREACHABLE,
+                      f"The scheduler did not take the submission ({outcome.message}); "
+                      "it is retried once the attempt's guard expires.")
+
+    def _track(
+        self, conn: Connection, req: HookRequest, target: Work, prev: Status, plan: Plan,
+        now: datetime.datetime, budget: Budget,
+    ) -> Status:
+        backend, spec = target.backend, target.spec
+        job_id = backend.job_id(prev.job_ids[0])
+        expected = prev.job_ids
+        if spec is not None and len(prev.job_ids) == 1:
+            expected = backend.expected_tasks(spec, job_id)
+        key = f"{req.uid}-{plan.attempt}"
+        ref = JobRef(key=key, job_id=job_id, expected_tasks=expected)
+        tasks = backend.query(conn, [ref], timeout=budget.take(self.settings.command_timeout))
+        submitted_at = response.parse_time(prev.submit_time) or now
+        summary = aggregate.summarize(
+            tasks.get(key, ()),
+            expected=expected,
+            single=spec.single if spec else len(expected) == 1,
+            seconds_since_submit=(now - submitted_at).total_seconds(),
+        )
+        new = lifecycle.observed(prev, plan, summary, backend=backend.name,
+                                 generation=req.generation,
+                                 backoff_limit=spec.backoff_limit if spec else 0)
+        if target.spec_error and not new.finished:
+            new = replace(new, message=f"{new.message} The new spec is invalid: "
+                                       f"{target.spec_error}".strip())
+        retry = lifecycle.plan(new, generation=req.generation,
+                               backoff_limit=spec.backoff_limit if spec else 0)
+        if spec is not None and retry.step is Step.SUBMIT and new.finished:
+            log.info("resubmitting %s/%s after %s", req.namespace, req.name, new.reason)
+            return self._submit(conn, req, backend, spec, new, retry, now, budget)
+        return new
+
+    def _finalize(self, req: HookRequest) -> dict[str, Any]:
+        now = self.clock()
+        prev = status.from_raw(req.parent.get("status"))
+        target = self._target(req)
+        annotations = req.metadata.get("annotations") or {}
+        if annotations.get(SKIP_CANCEL) == "true":
+            log.info("%s/%s deleted with %s: cluster left alone", req.namespace, req.name,
+                     SKIP_CANCEL)
+            return self._finished(req, target, prev, now, done=True)
+        never_submitted = prev.attempt == 0 or (not prev.job_ids and prev.finished)
+        try:
+            if target is None:
+                raise Trouble(Reason.INVALID_SPEC, _spec_error(req))
+            credentials = self._credentials(req, target.cluster)
+            budget = Budget(self.settings.sync_budget)
+            with self._connect(target.cluster, credentials, budget) as conn:
+                return self._cancel_and_clean(conn, req, target, prev, now, budget)
+        except Trouble as trouble:
+            deleted_at = response.parse_time(req.metadata.get("deletionTimestamp")) or now
+            waited = (now - deleted_at).total_seconds()
+            give_up = never_submitted and trouble.reason in (
+                Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
+            if give_up or waited >= self.settings.finalize_grace:
+                log.warning("finalizing %s/%s without cleaning up on the cluster: %s",
+                            req.namespace, req.name, trouble.message)
+                return self._finished(req, target, prev, now, done=True)
+            plan = Plan(Step.TRACK, prev.attempt, prev.attempt_generation, prev.retries)
+            new = lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
+                                        backend=prev.backend)
+            return self._finished(req, target, new, now, done=False)
+
+    def _cancel_and_clean(
+        self, conn: Connection, req: HookRequest, target: Work, prev: Status,
+        now: datetime.datetime, budget: Budget,
+    ) -> dict[str, Any]:
+        backend = target.backend
+        active = backend.active_jobs(conn, req.uid,
+                                     timeout=budget.take(self.settings.command_timeout))
+        if active:
+            backend.cancel(conn, active, timeout=budget.take(self.settings.command_timeout))
+            log.info("cancelled %s for deleted %s/%s", ", ".join(active), req.namespace, req.name)
+            new = replace(prev, reason=Reason.DELETED,
+                          message=f"The BatchJob is being deleted; cancelling {len(active)} "
+                                  "job(s).").reached()
+            return self._finished(req, target, new, now, done=False)
+        root = job_root(req.namespace, req.name, req.uid)
+        result = conn.run(guard.cleanup_command(root=root, stale_seconds=guard.STALE_SECONDS),
+                          timeout=budget.take(self.settings.command_timeout))
+        if result.out.strip() not in ("removed", "gone"):
+            new = replace(prev, message="The BatchJob is being deleted; waiting for a "
+                                        "submission in flight.").reached()
+            return self._finished(req, target, new, now, done=False)
+        new = lifecycle.deleted(prev, cancelled=1) if prev.reason is Reason.DELETED else prev
+        return self._finished(req, target, new, now, done=True)
+
+    def _finished(
+        self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime,
+        *, done: bool,
+    ) -> dict[str, Any]:
+        answer = self._answer(req, target, new, now)
+        answer["finalized"] = done
+        answer["resyncAfterSeconds"] = 0 if done else 3.0
+        return answer
+
+    def _answer(
+        self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime
+    ) -> dict[str, Any]:
+        pods = self._children(req, target, new)
+        new = replace(new, logs_pod=pods[0]["metadata"]["name"] if pods else None)
+        previous = req.parent.get("status")
+        raw = status.to_raw(
+            new, previous=previous, now=response.format_time(now),
+            generation=req.generation if req.shape == "decorator" else None,
+        )
+        resync = response.resync_after(new, previous=previous, uid=req.uid, now=now)
+        return response.envelope(req.shape, status=raw, children=pods, resync=resync)
+
+    def _children(
+        self, req: HookRequest, target: Work | None, new: Status
+    ) -> Sequence[dict[str, Any]]:
+        spec = target.spec if target else None
+        observed = req.pods.get(children.pod_name(req.name))
+        if spec is not None and not spec.logs_pod:
+            return []
+        if spec is not None and children.pod_due(new, logs_pod=True, follow=spec.logs_follow):
+            job = JobRequest(req.namespace, req.name, req.uid, new.attempt, spec)
+            return [children.log_pod(job, job_ids=new.job_ids, image=self.settings.log_image)]
+        kept = children.carried_over(observed)
+        return [kept] if kept else []
+
+
+def _trouble(err: errors.SSHError) -> Trouble:
+    reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
+    return Trouble(reason, err.message[:1].upper() + err.message[1:] + ".")
+
+
+def _spec_error(req: HookRequest) -> str:
+    try:
+        parse_target(req.parent.get("spec"))
+    except SpecError as err:
+        return str(err)
+    return "The spec is invalid."
+
+
+def _backend_name(req: HookRequest) -> str:
+    spec = req.parent.get("spec")
+    backend = spec.get("backend") if isinstance(spec, Mapping) else None
+    return backend if isinstance(backend, str) else ""
