@@ -4,6 +4,7 @@ The hooks spend their time waiting on SSH, so one worker process runs many threa
 sync in the server then shares one set of SSH connections and one status cache per cluster.
 """
 
+import logging
 import os
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8080')}"
@@ -16,13 +17,14 @@ keepalive = 75
 accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
 errorlog = "-"
 loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
-logconfig_dict = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {
-        "hooks": {"handlers": ["stderr"], "level": loglevel.upper(), "propagate": False},
-        "paramiko": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
-    },
-}
+
+
+def post_worker_init(worker: object) -> None:
+    """Send the hooks' own log lines (and paramiko's warnings) to stderr with gunicorn's."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name, level in (("hooks", loglevel.upper()), ("paramiko", "WARNING")):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False

@@ -90,7 +90,7 @@ class Printer:
             sizes[name] = int(length)
         for name in sorted(sizes, key=_file_order):
             offset = self.printed.get(name, 0)
-            if sizes[name] > offset or name not in self.printed:
+            if sizes[name] > offset:
                 self._print(name, offset)
                 self.printed[name] = sizes[name]
         sys.stdout.flush()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from hooks.backends.base import Backend
+from hooks.backends.htcondor import HTCondorBackend
 from hooks.backends.slurm import SlurmBackend
 
 
 def for_name(name: str) -> Backend:
     """The backend for ``spec.backend``."""
-    backends: dict[str, Backend] = {"slurm": SlurmBackend()}
+    backends: dict[str, Backend] = {"slurm": SlurmBackend(), "htcondor": HTCondorBackend()}
     return backends[name]

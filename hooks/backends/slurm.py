@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from hooks.backends import guard
 from hooks.backends.base import SchedulerError, SubmitOutcome, Submitted
@@ -71,17 +72,16 @@ class SlurmBackend:
                 by_key[names[job_name].key] = {r.task_id: r for r in records}
         settled = [
             ref for ref in refs
-            if ref.job_id and not any(
-                slurm_states.to_task(r).outcome.active for r in by_key[ref.key].values()
-            )
+            if ref.job_id and not any(_active(r) for r in by_key[ref.key].values())
         ]
+        accounted: dict[str, list[SlurmRecord]] = {}
         for chunk in _chunks([ref.job_id for ref in settled if ref.job_id], SACCT_CHUNK):
-            accounted = parse_sacct(_checked(conn.run(
-                ["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(chunk),
-                 "-o", SACCT_FIELDS], timeout=timeout), "sacct"))
-            for job_name, records in accounted.items():
-                if job_name in names:
-                    by_key[names[job_name].key].update({r.task_id: r for r in records})
+            result = conn.run(["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(chunk),
+                               "-o", SACCT_FIELDS], timeout=timeout)
+            accounted.update(parse_sacct(_checked(result, "sacct")))
+        for ref in settled:
+            records = accounted.get(self.job_name(ref.key), [])
+            by_key[ref.key] = merge(by_key[ref.key], {r.task_id: r for r in records})
         return {
             key: [slurm_states.to_task(r) for r in records.values()]
             for key, records in by_key.items()
@@ -93,7 +93,7 @@ class SlurmBackend:
         return sorted({
             record.task_id
             for job_name, records in queued.items() if job_name.startswith(prefix)
-            for record in records if slurm_states.to_task(record).outcome.active
+            for record in records if _active(record)
         })
 
     def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None:
@@ -174,6 +174,29 @@ def _expand(job_id: str) -> list[str]:
         return [f"{base}_{i}" for i in units.parse_array(tasks.rstrip("]"))]
     except ValueError:
         return [job_id]
+
+
+def merge(
+    queued: Mapping[str, SlurmRecord], accounted: Mapping[str, SlurmRecord]
+) -> dict[str, SlurmRecord]:
+    """One record per task: squeue while the task is active there, else sacct's final record.
+
+    A task that squeue already shows finished but sacct does not yet (accounting lags by a
+    fraction of a second) counts as still completing, except COMPLETED, which means exit 0.
+    """
+    merged = {task: r for task, r in accounted.items() if task not in queued or not _active(r)}
+    for task, record in queued.items():
+        if _active(record) or task not in merged:
+            if not _active(record) and record.state.startswith("COMPLETED"):
+                record = replace(record, exit_code="0:0")
+            elif not _active(record):
+                record = replace(record, state="COMPLETING")
+            merged[task] = record
+    return merged
+
+
+def _active(record: SlurmRecord) -> bool:
+    return slurm_states.to_task(record).outcome.active
 
 
 def _squeue(conn: Connection, timeout: float) -> dict[str, list[SlurmRecord]]:

@@ -221,9 +221,11 @@ def known_host_keys(credentials: Credentials, target: Target) -> dict[str, param
     """The keys known_hosts lists for the target, by key type (hashed names included)."""
     keys = paramiko.HostKeys()
     for line in (credentials.known_hosts or "").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line)
-        except (paramiko.SSHException, ValueError, TypeError):
+        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
             continue
         if entry is None or entry.key is None:
             continue

@@ -1,0 +1,100 @@
+"""The HTCondor submit description of one attempt, and ClassAd string quoting. Pure: no I/O.
+
+``condor_submit`` reads the description on stdin in the attempt directory, which is therefore
+the job's initial directory: the uploaded ``script`` is the executable, each proc writes
+``<cluster>.<proc>.out``/``.err`` there (the names the log Pod lists) and the user log is
+``job.log``. ``transfer_executable = true`` makes the same description work on pools without a
+shared filesystem (the script then travels to the execute node); with a shared filesystem
+HTCondor runs it in place, which is why the submit command makes it executable first.
+
+HTCondor 23.x has no ``periodic_remove_reason``: a job removed by ``periodic_remove`` gets the
+RemoveReason ``The job attribute PeriodicRemove expression '<expression>' evaluated to TRUE``.
+The time-limit expression therefore carries ``TIME_LIMIT_MARKER`` as an (always true) string
+comparison, so that the removal reason names it and ``htcondor_states`` maps it to Timeout.
+The shadow evaluates the expression on each update from the starter and the schedd every
+``PERIODIC_EXPR_INTERVAL`` (60 s by default), so a job stops up to that long after its limit.
+"""
+
+from __future__ import annotations
+
+from hooks.core.htcondor_states import TIME_LIMIT_MARKER
+from hooks.core.model import JobRequest
+
+OUTPUT = "$(Cluster).$(Process).out"
+ERROR = "$(Cluster).$(Process).err"
+USER_LOG = "job.log"
+KEY_ATTRIBUTE = "HpcbridgeKey"
+PERIODIC_REMOVE = "periodic_remove"
+
+
+def classad_string(value: str) -> str:
+    """``value`` as a ClassAd string literal, valid in a submit description and a constraint.
+
+    A double quote is escaped as ``\\"``. A backslash cannot be written portably: job ads use
+    the old ClassAd syntax, where ``"a\\\\b"`` in a submit file is *two* backslashes (checked on
+    HTCondor 23.9.6) while a ``-constraint`` reads it as one, so backslashes are refused, and
+    so are line breaks and NUL, which would end the command.
+
+    >>> print(classad_string('say "hi"'))
+    "say \\"hi\\""
+    """
+    if any(c in value for c in "\\\n\r\0"):
+        raise ValueError(f"{value!r} cannot be a ClassAd string here (backslash or line break)")
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def submit_string(value: str) -> str:
+    """``value`` quoted for a submit description: ``classad_string`` with ``$`` written as
+    ``$(DOLLAR)``, because condor_submit expands ``$(...)`` macros even inside quotes.
+
+    >>> print(submit_string("cost $5"))
+    "cost $(DOLLAR)5"
+    """
+    return classad_string(value).replace("$", "$(DOLLAR)")
+
+
+def time_limit_expression(seconds: int) -> str:
+    """True once a running proc has run longer than ``seconds`` in its current run."""
+    return (
+        f"JobStatus == 2 && time() - JobCurrentStartDate > {seconds} "
+        f"&& {classad_string(TIME_LIMIT_MARKER)} != \"\""
+    )
+
+
+def submit_description(job: JobRequest) -> str:
+    """The submit description of ``job``'s attempt, ending in ``queue N``.
+
+    ``spec.htcondor.submitOptions`` follow the generated commands, so they can override those
+    that are not reserved (``request_*``, ``should_transfer_files``, ...); a ``periodic_remove``
+    of theirs is combined with the time limit by ``||`` so that neither is lost.
+    """
+    spec, res = job.spec, job.spec.resources
+    lines = [
+        f"# hpcbridge: {job.namespace}/{job.name} attempt {job.attempt}",
+        "universe = vanilla",
+        "executable = script",
+        "transfer_executable = true",
+        f"output = {OUTPUT}",
+        f"error = {ERROR}",
+        f"log = {USER_LOG}",
+        f"+{KEY_ATTRIBUTE} = {submit_string(job.key)}",
+        f"batch_name = {submit_string(f'{job.namespace}/{job.name}')}",
+    ]
+    if res.cpus is not None:
+        lines.append(f"request_cpus = {res.cpus}")
+    if res.memory_mib is not None:
+        lines.append(f"request_memory = {res.memory_mib}")
+    if res.gpus:
+        lines.append(f"request_gpus = {res.gpus}")
+    if spec.logs_follow:
+        lines += ["stream_output = true", "stream_error = true"]
+    theirs = [(k, v) for k, v in spec.htcondor.submit_options if k.lower() != PERIODIC_REMOVE]
+    removes = [v for k, v in spec.htcondor.submit_options if k.lower() == PERIODIC_REMOVE]
+    if res.time_limit_seconds:
+        removes.insert(0, time_limit_expression(res.time_limit_seconds))
+    if removes:
+        combined = removes[0] if len(removes) == 1 else " || ".join(f"({r})" for r in removes)
+        lines.append(f"{PERIODIC_REMOVE} = {combined}")
+    lines += [f"{key} = {value}" for key, value in theirs]
+    lines.append(f"queue {spec.htcondor.queue}")
+    return "\n".join(lines) + "\n"
