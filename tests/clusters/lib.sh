@@ -1,0 +1,204 @@
+# shellcheck shell=bash
+# Shared helpers for the test-cluster bring-up/tear-down scripts (tests/clusters/*.sh).
+# Source it; it sets no shell options and starts nothing. Processes are only ever ended by a
+# recorded PID whose /proc/PID/exe is the expected binary, never by name.
+
+log() {
+    printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+# port_in_use PORT: true if some socket listens on TCP PORT (any address).
+port_in_use() {
+    command -v ss >/dev/null 2>&1 || die "ss (package iproute2) is needed to check port $1"
+    [[ -n $(ss -Hltn "sport = :$1") ]]
+}
+
+# debian_mirror: print the Debian archive URL this machine's apt uses (e.g. http://HOST/debian),
+# taken from the stanza/line for the release suite itself (not -security/-updates). Prefers
+# entries signed by Debian's archive keyring, so a third-party repo with the same suite name
+# (e.g. "bookworm stable") is not picked.
+debian_mirror() {
+    local codename="" uri f
+    if [[ -r /etc/os-release ]]; then
+        # shellcheck disable=SC1091
+        codename=$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")
+    fi
+    local -a deb822=() oneline=()
+    for f in /etc/apt/sources.list.d/*.sources; do [[ -r $f ]] && deb822+=("$f"); done
+    [[ -r /etc/apt/sources.list ]] && oneline+=(/etc/apt/sources.list)
+    for f in /etc/apt/sources.list.d/*.list; do [[ -r $f ]] && oneline+=("$f"); done
+
+    uri=""
+    if ((${#deb822[@]})); then
+        uri=$(awk -v codename="$codename" '
+            function flush(   n, i, s, ok, rank) {
+                if (types ~ /(^|[ \t])deb([ \t]|$)/ && tolower(enabled) != "no" && uris != "") {
+                    ok = 0
+                    n = split(suites, s, /[ \t]+/)
+                    for (i = 1; i <= n; i++)
+                        if ((codename != "" && s[i] == codename) || (codename == "" && s[i] != "" && s[i] !~ /[-\/]/)) ok = 1
+                    if (ok && components ~ /(^|[ \t])main([ \t]|$)/) {
+                        rank = (signedby == "" || signedby ~ /debian-archive-keyring/) ? 1 : 2
+                        split(uris, u, /[ \t]+/)
+                        if (!(rank in best)) best[rank] = u[1]
+                    }
+                }
+                types = uris = suites = components = signedby = enabled = ""; key = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]/ { if (key == "uris") uris = uris " " $1; next }
+            {
+                key = tolower(substr($0, 1, index($0, ":") - 1))
+                val = substr($0, index($0, ":") + 1); gsub(/^[ \t]+|[ \t]+$/, "", val)
+                if (key == "types") types = val
+                else if (key == "uris") uris = val
+                else if (key == "suites") suites = val
+                else if (key == "components") components = val
+                else if (key == "signed-by") signedby = val
+                else if (key == "enabled") enabled = val
+            }
+            END { flush(); if (1 in best) print best[1]; else if (2 in best) print best[2] }
+        ' "${deb822[@]}")
+    fi
+    if [[ -z $uri ]] && ((${#oneline[@]})); then
+        uri=$(awk -v codename="$codename" '
+            $1 != "deb" { next }
+            {
+                line = $0; opts = ""
+                if (match(line, /\[[^]]*\]/)) { opts = substr(line, RSTART, RLENGTH); line = substr(line, 1, RSTART - 1) substr(line, RSTART + RLENGTH) }
+                n = split(line, f, /[ \t]+/)
+                if (n < 4) next
+                suite = f[3]
+                if (!((codename != "" && suite == codename) || (codename == "" && suite !~ /[-\/]/))) next
+                main = 0; for (i = 4; i <= n; i++) if (f[i] == "main") main = 1
+                if (!main) next
+                rank = (opts !~ /signed-by/ || opts ~ /debian-archive-keyring/) ? 1 : 2
+                if (!(rank in best)) best[rank] = f[2]
+            }
+            END { if (1 in best) print best[1]; else if (2 in best) print best[2] }
+        ' "${oneline[@]}")
+    fi
+    [[ -n $uri ]] || return 1
+    printf '%s\n' "${uri%/}"
+}
+
+_APT_UPDATED=0
+
+_apt_get() {
+    DEBIAN_FRONTEND=noninteractive apt-get -q -y \
+        -o DPkg::Lock::Timeout=600 \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "$@" </dev/null
+}
+
+_apt_update_once() {
+    ((_APT_UPDATED)) && return 0
+    log "apt-get update"
+    _apt_get update >&2 || return 1
+    _APT_UPDATED=1
+}
+
+# apt_install PKG...: install the packages that are not installed yet (no recommends). Runs
+# apt-get update first when a package has no install candidate, or once after a failed install
+# (stale lists point at .debs the mirror no longer has). Daemons are never started by postinst.
+apt_install() {
+    local -a missing=()
+    local p status
+    for p in "$@"; do
+        status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+        [[ $status == installed ]] || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+
+    local own_policy="" rc=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        own_policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$own_policy"
+        chmod 755 "$own_policy"
+    fi
+    log "installing: ${missing[*]}"
+    local policy
+    for p in "${missing[@]}"; do
+        policy=$(apt-cache policy "$p" 2>/dev/null || true)
+        if [[ $policy != *"Candidate: "* || $policy == *"Candidate: (none)"* ]]; then
+            _apt_update_once || rc=$?
+            break
+        fi
+    done
+    if ((rc == 0)) && ! _apt_get install --no-install-recommends "${missing[@]}" >&2; then
+        rc=1
+        if ((!_APT_UPDATED)) && _apt_update_once; then
+            _apt_get install --no-install-recommends "${missing[@]}" >&2 && rc=0
+        fi
+    fi
+    [[ -z $own_policy ]] || rm -f "$own_policy"
+    ((rc == 0)) || die "apt-get could not install: ${missing[*]}"
+}
+
+# pid_alive PIDFILE EXPECTED_EXE: true if the PID in PIDFILE runs EXPECTED_EXE. Symlinks are
+# resolved on both sides (Debian's slurmctld/slurmd are alternatives symlinks); a zombie has no
+# exe link, so it counts as dead, as does a PID reused by another program.
+pid_alive() {
+    local pidfile=$1 exe=$2 pid want got state
+    [[ -r $pidfile ]] || return 1
+    pid=$(<"$pidfile")
+    pid=${pid//[[:space:]]/}
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    want=$(readlink -f -- "$exe") || return 1
+    got=$(readlink -f -- "/proc/$pid/exe" 2>/dev/null) || return 1
+    # A binary replaced by a package upgrade shows up as "PATH (deleted)".
+    got=${got% (deleted)}
+    [[ $got == "$want" ]] || return 1
+    state=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ $state != Z && $state != X ]]
+}
+
+# stop_pid PIDFILE EXPECTED_EXE: TERM the process if pid_alive, KILL it after ~10 s, and remove
+# PIDFILE once it is gone. A missing pid file or a dead PID is not an error.
+stop_pid() {
+    local pidfile=$1 exe=$2 pid i
+    if pid_alive "$pidfile" "$exe"; then
+        pid=$(<"$pidfile")
+        pid=${pid//[[:space:]]/}
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 100; i++)); do
+            pid_alive "$pidfile" "$exe" || break
+            sleep 0.1
+        done
+        if pid_alive "$pidfile" "$exe"; then
+            log "PID $pid ($exe) ignored SIGTERM for 10 s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            for ((i = 0; i < 50; i++)); do
+                pid_alive "$pidfile" "$exe" || break
+                sleep 0.1
+            done
+            pid_alive "$pidfile" "$exe" && { log "PID $pid survived SIGKILL"; return 1; }
+        fi
+    fi
+    rm -f -- "$pidfile"
+}
+
+# wait_until SECONDS CMD...: run CMD every 0.2 s until it succeeds (return 0) or SECONDS pass
+# (return 1).
+wait_until() {
+    local timeout=$1
+    shift
+    local deadline=$((${EPOCHREALTIME//[!0-9]/} + timeout * 1000000))
+    while :; do
+        "$@" && return 0
+        ((${EPOCHREALTIME//[!0-9]/} < deadline)) || return 1
+        sleep 0.2
+    done
+}
+
+# record_started FILE PIDFILE: remember that this run started the daemon behind PIDFILE, so the
+# caller can later stop exactly that (FILE empty = no bookkeeping).
+record_started() {
+    [[ -z $1 ]] || printf '%s\n' "$2" >>"$1"
+}

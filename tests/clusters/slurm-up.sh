@@ -1,0 +1,652 @@
+#!/usr/bin/env bash
+# Idempotent bring-up of a real single-node SLURM 22.05 cluster (munged, a private MariaDB,
+# slurmdbd, slurmctld, slurmd) plus an OpenSSH sshd, all on loopback, for the test suite and CI.
+# Run as root on a throwaway Debian 12 machine: it writes /etc/slurm/*.conf and
+# /etc/munge/munge.key and adds the test user. Only daemons that are not running are started.
+#
+# Usage: slurm-up.sh [--started FILE]
+#   --started FILE  append the pid file of every daemon this run starts to FILE, so the caller can
+#                   later stop exactly those (slurm-down.sh --started FILE).
+# Knobs (environment): HPCBRIDGE_SLURM_STATE (/var/tmp/hpcbridge-slurm), HPCBRIDGE_SLURM_SSH_PORT
+# (2222), HPCBRIDGE_SLURM_DB_PORT (3306), HPCBRIDGE_SLURM_CTLD_PORT (6817),
+# HPCBRIDGE_SLURM_SLURMD_PORT (6818), HPCBRIDGE_SLURM_DBD_PORT (6819), HPCBRIDGE_SLURM_USER
+# (hpcuser), HPCBRIDGE_SLURM_CPUS (16), HPCBRIDGE_SLURM_MIN_JOB_AGE (30), HPCBRIDGE_SLURM_SMOKE
+# (1; 0 skips the smoke job), HPCBRIDGE_SLURM_NO_INSTALL (set: never run apt-get).
+# On success $STATE/env (mode 600, KEY=value lines) holds the connection details.
+set -euo pipefail
+
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+
+STATE=${HPCBRIDGE_SLURM_STATE:-/var/tmp/hpcbridge-slurm}
+SSH_PORT=${HPCBRIDGE_SLURM_SSH_PORT:-2222}
+DB_PORT=${HPCBRIDGE_SLURM_DB_PORT:-3306}
+CTLD_PORT=${HPCBRIDGE_SLURM_CTLD_PORT:-6817}
+SLURMD_PORT=${HPCBRIDGE_SLURM_SLURMD_PORT:-6818}
+DBD_PORT=${HPCBRIDGE_SLURM_DBD_PORT:-6819}
+TEST_USER=${HPCBRIDGE_SLURM_USER:-hpcuser}
+CPUS=${HPCBRIDGE_SLURM_CPUS:-16}
+MIN_JOB_AGE=${HPCBRIDGE_SLURM_MIN_JOB_AGE:-30}
+SMOKE=${HPCBRIDGE_SLURM_SMOKE:-1}
+NO_INSTALL=${HPCBRIDGE_SLURM_NO_INSTALL:-}
+
+CLUSTER=localcluster
+ACCOUNT=research
+PARTITION=debug
+HOST=127.0.0.1
+
+DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd sshd)
+declare -A EXE=(
+    [munged]=/usr/sbin/munged
+    [mariadbd]=/usr/sbin/mariadbd
+    [slurmdbd]=/usr/sbin/slurmdbd
+    [slurmctld]=/usr/sbin/slurmctld
+    [slurmd]=/usr/sbin/slurmd
+    [sshd]=/usr/sbin/sshd
+)
+declare -A PORT_KNOB=(
+    [mariadbd]=HPCBRIDGE_SLURM_DB_PORT
+    [slurmdbd]=HPCBRIDGE_SLURM_DBD_PORT
+    [slurmctld]=HPCBRIDGE_SLURM_CTLD_PORT
+    [slurmd]=HPCBRIDGE_SLURM_SLURMD_PORT
+    [sshd]=HPCBRIDGE_SLURM_SSH_PORT
+)
+declare -A PORT=(
+    [mariadbd]=$DB_PORT
+    [slurmdbd]=$DBD_PORT
+    [slurmctld]=$CTLD_PORT
+    [slurmd]=$SLURMD_PORT
+    [sshd]=$SSH_PORT
+)
+PACKAGES=(slurmctld slurmd slurm-client slurmdbd slurm-wlm-mysql-plugin munge mariadb-server
+    openssh-server iproute2)
+
+STARTED_FILE=""
+STARTED=()
+WROTE=0
+
+usage() {
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+}
+
+parse_args() {
+    while (($#)); do
+        case $1 in
+            --started)
+                (($# >= 2)) || die "--started needs a file name"
+                STARTED_FILE=$(realpath -m -- "$2")
+                shift 2
+                ;;
+            --started=*)
+                STARTED_FILE=$(realpath -m -- "${1#*=}")
+                shift
+                ;;
+            -h | --help)
+                usage
+                exit 0
+                ;;
+            *) die "unknown argument: $1 (see --help)" ;;
+        esac
+    done
+}
+
+validate_knobs() {
+    local v
+    for v in SSH_PORT DB_PORT CTLD_PORT SLURMD_PORT DBD_PORT CPUS MIN_JOB_AGE; do
+        [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
+    done
+    [[ $TEST_USER =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "invalid user name '$TEST_USER'"
+    [[ $STATE == /* && $STATE != / ]] || die "HPCBRIDGE_SLURM_STATE must be an absolute path"
+    [[ $SMOKE == 0 || $SMOKE == 1 ]] || die "HPCBRIDGE_SLURM_SMOKE must be 0 or 1"
+}
+
+no_install() {
+    [[ -n $NO_INSTALL && $NO_INSTALL != 0 ]]
+}
+
+install_packages() {
+    local -a needed=("${EXE[@]}" /usr/bin/mariadb-install-db /usr/bin/mariadb /usr/bin/mariadb-admin
+        /usr/bin/sacctmgr /usr/bin/sbatch /usr/bin/munge /usr/bin/ssh /usr/bin/ssh-keygen /usr/bin/ss)
+    local -a missing=()
+    local f
+    if ! no_install; then
+        apt_install "${PACKAGES[@]}"
+    fi
+    for f in "${needed[@]}"; do [[ -x $f ]] || missing+=("$f"); done
+    ((${#missing[@]} == 0)) || die "missing programs: ${missing[*]} (install: ${PACKAGES[*]})"
+    for f in slurm munge mysql; do
+        id -u "$f" >/dev/null 2>&1 || die "system user '$f' is missing (created by the packages)"
+    done
+}
+
+# SLURM binds to what the node name resolves to; it must be loopback so nothing listens outside.
+resolve_node() {
+    NODE=$(hostname -s 2>/dev/null || uname -n)
+    NODE=${NODE%%.*}
+    [[ -n $NODE ]] || die "cannot determine the host name"
+    NODE_ADDR=$(getent ahostsv4 "$NODE" | awk 'NR == 1 { print $1 }' || true)
+    if [[ -z $NODE_ADDR ]]; then
+        log "host name '$NODE' does not resolve; adding '127.0.0.1 $NODE' to /etc/hosts"
+        printf '127.0.0.1 %s\n' "$NODE" >>/etc/hosts
+        NODE_ADDR=127.0.0.1
+    fi
+    [[ $NODE_ADDR == 127.* ]] ||
+        die "host name '$NODE' resolves to $NODE_ADDR, not a loopback address; SLURM would listen there"
+}
+
+# write_file PATH MODE OWNER <content: replace PATH only if content, mode or owner differ.
+# Sets WROTE=1 when it changed something.
+write_file() {
+    local path=$1 mode=$2 owner=$3 tmp
+    tmp=$(mktemp "$path.XXXXXX")
+    cat >"$tmp"
+    chmod "$mode" "$tmp"
+    chown "$owner" "$tmp"
+    if [[ -f $path ]] && cmp -s "$tmp" "$path" && [[ $(stat -c '%a %U:%G' "$path") == "$mode $owner" ]]; then
+        rm -f "$tmp"
+        WROTE=0
+    else
+        mv -f "$tmp" "$path"
+        WROTE=1
+    fi
+}
+
+random_secret() {
+    od -An -N18 -tx1 /dev/urandom | tr -d ' \n'
+}
+
+# secret NAME: print $STATE/secrets/NAME, creating it with a random value the first time.
+secret() {
+    local f=$STATE/secrets/$1
+    if [[ ! -s $f ]]; then
+        (umask 077 && random_secret >"$f.tmp" && mv -f "$f.tmp" "$f")
+    fi
+    cat "$f"
+}
+
+prepare_dirs() {
+    install -d -m 755 "$STATE" "$STATE/etc" "$STATE/log" "$STATE/ssh" "$STATE/slurmd"
+    install -d -m 700 "$STATE/pids" "$STATE/secrets"
+    install -d -o slurm -g slurm -m 755 "$STATE/run" "$STATE/slurmctld"
+    install -d -o mysql -g mysql -m 750 "$STATE/mysql-run"
+    # These daemons write their logs after dropping privileges and cannot create files in a
+    # root-owned directory.
+    local f
+    for f in mariadb.err:mysql slurmctld.log:slurm slurmdbd.log:slurm; do
+        [[ -e $STATE/log/${f%%:*} ]] || : >"$STATE/log/${f%%:*}"
+        chown "${f#*:}:${f#*:}" "$STATE/log/${f%%:*}"
+    done
+    # No systemd/tmpfiles here to create the runtime directories.
+    install -d -m 755 /run/sshd
+    install -d -o munge -g munge -m 755 /run/munge
+    install -d -o munge -g munge -m 700 /etc/munge /var/lib/munge /var/log/munge
+    install -d -m 755 /etc/slurm
+    touch "$STATE/.hpcbridge-slurm-state"
+}
+
+setup_munge_key() {
+    local key=/etc/munge/munge.key
+    if [[ ! -s $key ]]; then
+        log "creating $key"
+        rm -f "$key"
+        (umask 077 && dd if=/dev/urandom of="$key" bs=1024 count=1 status=none)
+    fi
+    chown munge:munge "$key"
+    chmod 400 "$key"
+}
+
+setup_user() {
+    if ! id -u "$TEST_USER" >/dev/null 2>&1; then
+        log "creating user $TEST_USER"
+        useradd -m -s /bin/bash "$TEST_USER"
+    fi
+    USER_HOME=$(getent passwd "$TEST_USER" | cut -d: -f6)
+    [[ -d $USER_HOME ]] || install -d -o "$TEST_USER" -g "$(id -gn "$TEST_USER")" -m 750 "$USER_HOME"
+
+    # A real hash (not "!") also keeps sshd (UsePAM no) from refusing the account as locked.
+    PASSWORD=$(secret password)
+    local hash_file=$STATE/secrets/password.hash current
+    current=$(getent shadow "$TEST_USER" | cut -d: -f2)
+    if [[ ! -s $hash_file || $(<"$hash_file") != "$current" ]]; then
+        printf '%s:%s\n' "$TEST_USER" "$PASSWORD" | chpasswd
+        (umask 077 && getent shadow "$TEST_USER" | cut -d: -f2 >"$hash_file")
+    fi
+}
+
+setup_ssh_keys() {
+    local k
+    for k in ssh_host_ed25519_key id_ed25519; do
+        if [[ ! -s $STATE/ssh/$k ]]; then
+            rm -f "$STATE/ssh/$k" "$STATE/ssh/$k.pub"
+            ssh-keygen -q -t ed25519 -N '' -C "hpcbridge-slurm-$k" -f "$STATE/ssh/$k" </dev/null
+        elif [[ ! -s $STATE/ssh/$k.pub ]]; then
+            ssh-keygen -y -f "$STATE/ssh/$k" >"$STATE/ssh/$k.pub"
+        fi
+        chmod 600 "$STATE/ssh/$k"
+    done
+    KEY=$STATE/ssh/id_ed25519
+    KNOWN_HOSTS=$STATE/ssh/known_hosts
+    printf '[%s]:%s %s\n' "$HOST" "$SSH_PORT" "$(cut -d' ' -f1,2 "$STATE/ssh/ssh_host_ed25519_key.pub")" |
+        write_file "$KNOWN_HOSTS" 644 root:root
+
+    local group pub
+    group=$(id -gn "$TEST_USER")
+    pub=$(cut -d' ' -f1,2 "$KEY.pub")
+    install -d -o "$TEST_USER" -g "$group" -m 700 "$USER_HOME/.ssh"
+    if ! grep -qF -- "$pub" "$USER_HOME/.ssh/authorized_keys" 2>/dev/null; then
+        cat "$KEY.pub" >>"$USER_HOME/.ssh/authorized_keys"
+    fi
+    chown "$TEST_USER:$group" "$USER_HOME/.ssh/authorized_keys"
+    chmod 600 "$USER_HOME/.ssh/authorized_keys"
+}
+
+write_configs() {
+    MYCNF=$STATE/etc/my.cnf
+    write_file "$MYCNF" 644 root:root <<EOF
+[mysqld]
+datadir=$STATE/mysql
+socket=$STATE/mysql-run/mysqld.sock
+pid-file=$STATE/mysql-run/mysqld.pid
+log-error=$STATE/log/mariadb.err
+bind-address=127.0.0.1
+port=$DB_PORT
+skip-name-resolve
+innodb_lock_wait_timeout=900
+
+[client]
+socket=$STATE/mysql-run/mysqld.sock
+port=$DB_PORT
+EOF
+    MYCNF_CHANGED=$WROTE
+
+    DB_PASS=$(secret db-password)
+    # slurmdbd.conf: slurm.conf's CommunicationParameters does not reach slurmdbd, which would
+    # otherwise bind 0.0.0.0.
+    write_file /etc/slurm/slurmdbd.conf 600 slurm:slurm <<EOF
+AuthType=auth/munge
+DbdHost=$NODE
+DbdAddr=$NODE_ADDR
+DbdPort=$DBD_PORT
+CommunicationParameters=NoInAddrAny
+SlurmUser=slurm
+DebugLevel=info
+LogFile=$STATE/log/slurmdbd.log
+PidFile=$STATE/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=$DB_PASS
+StorageLoc=slurm_acct_db
+EOF
+    DBD_CHANGED=$WROTE
+
+    # No cgroups: linuxproc/none plugins. config_overrides lets a small box advertise $CPUS CPUs.
+    # NoCtldInAddrAny is needed on top of NoInAddrAny, else slurmctld binds 0.0.0.0.
+    write_file /etc/slurm/slurm.conf 644 root:root <<EOF
+ClusterName=$CLUSTER
+SlurmctldHost=$NODE($NODE_ADDR)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=slurm
+SlurmdUser=root
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=$STATE/slurmctld
+SlurmdSpoolDir=$STATE/slurmd
+SlurmctldPidFile=$STATE/run/slurmctld.pid
+SlurmdPidFile=$STATE/run/slurmd.pid
+SlurmctldDebug=info
+SlurmdDebug=info
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/linux
+MpiDefault=none
+SwitchType=switch/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MinJobAge=$MIN_JOB_AGE
+KillWait=10
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=$NODE_ADDR
+AccountingStoragePort=$DBD_PORT
+JobCompType=jobcomp/none
+MailProg=/bin/true
+NodeName=$NODE NodeHostname=$NODE NodeAddr=$NODE_ADDR CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN
+PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+    SLURM_CHANGED=$WROTE
+
+    write_file "$STATE/etc/sshd_config" 644 root:root <<EOF
+Port $SSH_PORT
+ListenAddress $HOST
+HostKey $STATE/ssh/ssh_host_ed25519_key
+PidFile $STATE/run/sshd.pid
+PubkeyAuthentication yes
+AuthorizedKeysFile .ssh/authorized_keys
+PasswordAuthentication yes
+PermitEmptyPasswords no
+KbdInteractiveAuthentication no
+UsePAM no
+PermitRootLogin no
+AllowUsers $TEST_USER
+MaxStartups 64:30:128
+X11Forwarding no
+PrintMotd no
+Subsystem sftp internal-sftp
+EOF
+    SSHD_CHANGED=$WROTE
+    /usr/sbin/sshd -t -f "$STATE/etc/sshd_config" || die "sshd rejects $STATE/etc/sshd_config"
+}
+
+was_started() {
+    local n
+    for n in "${STARTED[@]}"; do
+        [[ $n == "$1" ]] && return 0
+    done
+    return 1
+}
+
+pidfile_of() {
+    printf '%s/pids/%s.pid' "$STATE" "$1"
+}
+
+running() {
+    pid_alive "$(pidfile_of "$1")" "${EXE[$1]}"
+}
+
+log_tail() {
+    local f
+    for f in "$STATE/log/$1.out" "$STATE/log/$1.log"; do
+        [[ -s $f ]] && { printf -- '--- last lines of %s:\n' "$f"; tail -n 15 "$f"; }
+    done
+    [[ $1 != mariadbd ]] || tail -n 15 "$STATE/log/mariadb.err"
+}
+
+# start_daemon NAME USER ARGS...: start NAME (as USER if non-empty) in the background and wait
+# until /proc/PID/exe is the daemon itself: start-stop-daemon writes the pid file before the
+# child has exec'd, so for a moment the PID is still start-stop-daemon.
+start_daemon() {
+    local name=$1 user=$2
+    shift 2
+    local pidfile exe=${EXE[$name]}
+    pidfile=$(pidfile_of "$name")
+    local -a chuid=()
+    [[ -z $user ]] || chuid=(--chuid "$user")
+    rm -f "$pidfile"
+    log "starting $name"
+    # fd 9 is the bring-up lock; the daemon must not keep holding it.
+    start-stop-daemon --start --quiet --background --make-pidfile --pidfile "$pidfile" \
+        --output "$STATE/log/$name.out" "${chuid[@]}" --exec "$exe" -- "$@" 9>&- ||
+        die "start-stop-daemon could not start $name"
+    wait_until 10 pid_alive "$pidfile" "$exe" || {
+        log_tail "$name" >&2
+        die "$name exited right after start"
+    }
+    record_started "$STARTED_FILE" "$pidfile"
+    STARTED+=("$name")
+}
+
+# wait_ready NAME SECONDS CMD...: wait for CMD to succeed while NAME stays alive.
+wait_ready() {
+    local name=$1 timeout=$2
+    shift 2
+    local deadline=$((${EPOCHREALTIME//[!0-9]/} + timeout * 1000000))
+    while :; do
+        if ! running "$name"; then
+            log_tail "$name" >&2
+            die "$name died during start-up"
+        fi
+        "$@" && return 0
+        if ((${EPOCHREALTIME//[!0-9]/} >= deadline)); then
+            log_tail "$name" >&2
+            die "$name not ready after ${timeout}s (waiting for: $*)"
+        fi
+        sleep 0.2
+    done
+}
+
+munge_ok() {
+    munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1
+}
+
+mariadb_ok() {
+    mariadb-admin --defaults-file="$MYCNF" -uroot --connect-timeout=2 ping >/dev/null 2>&1
+}
+
+sacctmgr_ok() {
+    port_in_use "$DBD_PORT" && sacctmgr -n -P show cluster format=cluster >/dev/null 2>&1
+}
+
+ctld_ok() {
+    port_in_use "$CTLD_PORT" && sinfo -h -o %P >/dev/null 2>&1
+}
+
+sacct_ok() {
+    sacct -n -X -a -S now-1minutes -o JobID >/dev/null 2>&1
+}
+
+node_state() {
+    sinfo -h -N -n "$NODE" -o %t 2>/dev/null | head -n 1 || true
+}
+
+node_usable() {
+    [[ $(node_state) =~ ^(idle|mix|alloc|comp)$ ]]
+}
+
+ssh_user() {
+    ssh -F /dev/null -p "$SSH_PORT" -i "$KEY" -o IdentitiesOnly=yes -o IdentityAgent=none \
+        -o BatchMode=yes -o UserKnownHostsFile="$KNOWN_HOSTS" -o GlobalKnownHostsFile=/dev/null \
+        -o StrictHostKeyChecking=yes -o ConnectTimeout=5 -o LogLevel=ERROR \
+        "$TEST_USER@$HOST" "$@"
+}
+
+ssh_ok() {
+    port_in_use "$SSH_PORT" && [[ $(ssh_user 'id -un' </dev/null 2>/dev/null) == "$TEST_USER" ]]
+}
+
+init_mariadb() {
+    [[ -e $STATE/mysql.initialized ]] && return 0
+    running mariadbd && die "mariadbd runs but $STATE/mysql.initialized is missing; run slurm-down.sh --purge"
+    log "initialising the MariaDB data directory"
+    rm -rf "$STATE/mysql"
+    install -d -o mysql -g mysql -m 750 "$STATE/mysql"
+    mariadb-install-db --defaults-file="$MYCNF" --user=mysql --auth-root-authentication-method=socket \
+        --skip-test-db >"$STATE/log/mariadb-install-db.out" 2>&1 ||
+        die "mariadb-install-db failed; see $STATE/log/mariadb-install-db.out"
+    touch "$STATE/mysql.initialized"
+}
+
+setup_db_user() {
+    local h
+    for h in 127.0.0.1 localhost; do
+        printf "CREATE USER IF NOT EXISTS 'slurm'@'%s' IDENTIFIED BY '%s';\n" "$h" "$DB_PASS"
+        printf "ALTER USER 'slurm'@'%s' IDENTIFIED BY '%s';\n" "$h" "$DB_PASS"
+        printf "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'%s';\n" "$h"
+    done | mariadb --defaults-file="$MYCNF" -uroot || die "could not create the MariaDB user slurm"
+}
+
+setup_accounting() {
+    local assoc
+    assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$ACCOUNT" user="$TEST_USER" format=user) ||
+        die "sacctmgr cannot query slurmdbd"
+    [[ $assoc == "$TEST_USER" ]] && return 0
+    log "registering cluster $CLUSTER, account $ACCOUNT and user $TEST_USER in slurmdbd"
+    if [[ -z $(sacctmgr -n -P show cluster where name="$CLUSTER" format=cluster) ]]; then
+        sacctmgr -i add cluster "$CLUSTER" >/dev/null
+    fi
+    if [[ -z $(sacctmgr -n -P show account where name="$ACCOUNT" format=account) ]]; then
+        sacctmgr -i add account "$ACCOUNT" cluster="$CLUSTER" description=hpcbridge organization=hpcbridge >/dev/null
+    fi
+    sacctmgr -i add user "$TEST_USER" account="$ACCOUNT" cluster="$CLUSTER" >/dev/null || true
+    assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$ACCOUNT" user="$TEST_USER" format=user)
+    [[ $assoc == "$TEST_USER" ]] || die "sacctmgr could not add user $TEST_USER to account $ACCOUNT"
+}
+
+check_ports() {
+    local name port
+    for name in "$@"; do
+        port=${PORT[$name]:-}
+        [[ -n $port ]] || continue
+        if port_in_use "$port"; then
+            ss -Hltnp "sport = :$port" >&2 || true
+            die "port $port (for $name) is already taken by a process this script did not start;" \
+                "stop that process or choose another port with ${PORT_KNOB[$name]}"
+        fi
+    done
+}
+
+bring_up() {
+    local -a to_start=()
+    local name
+    if [[ $SSHD_CHANGED == 1 ]] && running sshd; then
+        log "sshd_config changed; restarting sshd"
+        stop_pid "$(pidfile_of sshd)" "${EXE[sshd]}"
+    fi
+    for name in "${DAEMONS[@]}"; do
+        running "$name" || to_start+=("$name")
+    done
+    if ((${#to_start[@]} == 0)); then
+        log "all daemons already running"
+    else
+        log "to start: ${to_start[*]}"
+    fi
+    check_ports "${to_start[@]}"
+    if [[ $MYCNF_CHANGED == 1 || $DBD_CHANGED == 1 ]] && running slurmdbd; then
+        log "WARNING: my.cnf/slurmdbd.conf changed while running; slurm-down.sh then slurm-up.sh applies it"
+    fi
+
+    running munged || start_daemon munged munge --foreground
+    wait_ready munged 15 munge_ok
+
+    init_mariadb
+    running mariadbd || start_daemon mariadbd "" --defaults-file="$MYCNF" --user=mysql
+    wait_ready mariadbd 60 mariadb_ok
+
+    if ! running slurmdbd; then
+        setup_db_user
+        start_daemon slurmdbd "" -D
+    fi
+    wait_ready slurmdbd 60 sacctmgr_ok
+    setup_accounting
+
+    running slurmctld || start_daemon slurmctld "" -D
+    wait_ready slurmctld 60 ctld_ok
+    if [[ $SLURM_CHANGED == 1 ]] && ! was_started slurmctld; then
+        log "slurm.conf changed; scontrol reconfigure"
+        scontrol reconfigure || log "WARNING: scontrol reconfigure failed"
+    fi
+
+    if running slurmd; then
+        if was_started slurmctld; then
+            # A new slurmctld leaves an already-running node "unknown" for ~4 s, until it asks the
+            # node to register; SIGHUP (reconfigure) makes slurmd register at once.
+            kill -HUP "$(<"$(pidfile_of slurmd)")" 2>/dev/null || true
+        fi
+    else
+        start_daemon slurmd "" -D
+    fi
+    running sshd || start_daemon sshd "" -D -f "$STATE/etc/sshd_config" -E "$STATE/log/sshd.log"
+
+    wait_node
+    wait_ready slurmdbd 30 sacct_ok
+    wait_ready sshd 30 ssh_ok
+}
+
+# The node may come back drained/down (e.g. after an unclean slurmd stop); resume it once.
+wait_node() {
+    local resumed=0 i state
+    for ((i = 0; i < 300; i++)); do
+        running slurmd || { log_tail slurmd >&2; die "slurmd died during start-up"; }
+        node_usable && return 0
+        state=$(node_state)
+        if ((i >= 25 && !resumed)) && [[ $state =~ ^(down|drain|drng|fail)$ ]]; then
+            log "node $NODE is '$state'; resuming it"
+            scontrol update NodeName="$NODE" State=RESUME || true
+            resumed=1
+        fi
+        sleep 0.2
+    done
+    sinfo -N -l >&2 || true
+    log_tail slurmd >&2
+    die "node $NODE is not idle after 60 s (state: $(node_state))"
+}
+
+smoke_job() {
+    local id state i
+    id=$(printf '#!/bin/sh\ntrue\n' |
+        ssh_user sbatch --parsable --job-name=hpcbridge-smoke --output=/dev/null) ||
+        die "smoke job: sbatch over ssh failed"
+    id=${id%%;*}
+    [[ $id =~ ^[0-9]+$ ]] || die "smoke job: unexpected sbatch output '$id'"
+    for ((i = 0; i < 300; i++)); do
+        state=$(sacct -n -X -P -j "$id" -o State 2>/dev/null | head -n 1 || true)
+        case $state in
+            COMPLETED)
+                log "smoke job $id COMPLETED"
+                return 0
+                ;;
+            FAILED* | CANCELLED* | TIMEOUT* | NODE_FAIL* | OUT_OF_MEMORY* | BOOT_FAIL* | DEADLINE* | PREEMPTED*)
+                sacct -j "$id" >&2 || true
+                die "smoke job $id ended $state"
+                ;;
+        esac
+        sleep 0.2
+    done
+    squeue -j "$id" -t all >&2 || true
+    die "smoke job $id did not reach COMPLETED in sacct within 60 s (last state: '${state:-none}')"
+}
+
+write_env() {
+    {
+        printf '%s=%q\n' \
+            HPCBRIDGE_SLURM_STATE "$STATE" \
+            HPCBRIDGE_SLURM_HOST "$HOST" \
+            HPCBRIDGE_SLURM_PORT "$SSH_PORT" \
+            HPCBRIDGE_SLURM_USER "$TEST_USER" \
+            HPCBRIDGE_SLURM_KEY "$KEY" \
+            HPCBRIDGE_SLURM_PASSWORD "$PASSWORD" \
+            HPCBRIDGE_SLURM_KNOWN_HOSTS "$KNOWN_HOSTS" \
+            HPCBRIDGE_SLURM_PARTITION "$PARTITION" \
+            HPCBRIDGE_SLURM_CLUSTER "$CLUSTER" \
+            HPCBRIDGE_SLURM_MIN_JOB_AGE "$MIN_JOB_AGE"
+    } | write_file "$STATE/env" 600 root:root
+}
+
+main() {
+    parse_args "$@"
+    [[ $EUID -eq 0 ]] || die "run as root"
+    validate_knobs
+    local t0=$EPOCHREALTIME
+    install -d -m 755 "$STATE"
+    exec 9>"$STATE/.lock"
+    flock -w 600 9 || die "another slurm-up/slurm-down holds $STATE/.lock"
+
+    install_packages
+    resolve_node
+    prepare_dirs
+    setup_munge_key
+    setup_user
+    setup_ssh_keys
+    write_configs
+    bring_up
+    if [[ $SMOKE == 1 ]]; then
+        smoke_job
+    fi
+    write_env
+
+    local elapsed
+    elapsed=$(awk -v a="${t0//[!0-9]/}" -v b="${EPOCHREALTIME//[!0-9]/}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+    log "SLURM test cluster up in ${elapsed}s (started: ${STARTED[*]:-nothing}); details in $STATE/env"
+    printf 'ssh -p %s -i %s -o UserKnownHostsFile=%s %s@%s sinfo\n' \
+        "$SSH_PORT" "$KEY" "$KNOWN_HOSTS" "$TEST_USER" "$HOST"
+}
+
+main "$@"
