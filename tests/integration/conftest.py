@@ -1,0 +1,163 @@
+"""Fixtures for the integration tests: the real test clusters and a real hook server.
+
+The clusters are brought up by ``make test`` (tests/clusters/*-up.sh) before pytest runs; the
+fixtures only read their ``env`` files. A cluster that is not up skips its tests with the
+reason — except under ``CI=true``, where it fails them: in CI a real-cluster test never skips.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.driver import REPO, Driver
+
+NAMESPACE = "research"
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: real-cluster tests must run)")
+    pytest.skip(reason)
+
+
+def read_env(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One test cluster: how to reach it over SSH, and root's shortcuts for checking on it."""
+
+    backend: str
+    state: Path
+    host: str
+    port: int
+    user: str
+    key: str = field(repr=False)
+    known_hosts: str = field(repr=False)
+    password: str = field(repr=False)
+
+    def secret(self, name: str, *, auth: str = "key", **override: str | None) -> dict[str, Any]:
+        data = {"username": self.user, "known_hosts": self.known_hosts}
+        data["ssh-privatekey" if auth == "key" else "password"] = (
+            self.key if auth == "key" else self.password)
+        data.update(override)
+        return {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "type": "Opaque",
+            "data": {k: b64(v) for k, v in data.items() if v is not None},
+        }
+
+    def batchjob(self, name: str, script: str, secret: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {
+                "backend": self.backend,
+                "cluster": {"host": self.host, "port": self.port, "secretRef": {"name": secret}},
+                "script": script,
+                **spec,
+            },
+        }
+
+    def remote_root(self, batchjob: dict[str, Any]) -> Path:
+        meta = batchjob["metadata"]
+        home = Path(self.home)
+        return home / ".hpcbridge" / meta["namespace"] / meta["name"] / meta["uid"]
+
+    @property
+    def home(self) -> str:
+        return os.path.expanduser(f"~{self.user}")
+
+    def as_user(self, script: str, *, stdin: str = "") -> str:
+        """Run a shell script on the cluster as the test user (root's shortcut, not SSH)."""
+        done = subprocess.run(["runuser", "-u", self.user, "--", "sh", "-c", script],
+                              input=stdin, capture_output=True, text=True, check=True,
+                              cwd="/", timeout=60)
+        return done.stdout
+
+    def script(self, name: str, *args: str) -> None:
+        env = {**os.environ, "HPCBRIDGE_SLURM_SMOKE": "0", "HPCBRIDGE_CONDOR_SMOKE": "0"}
+        subprocess.run(["bash", str(REPO / "tests/clusters" / name), *args], check=True,
+                       env=env, timeout=300, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Cluster:
+    state = Path(os.environ.get("HPCBRIDGE_SLURM_STATE", "/var/tmp/hpcbridge-slurm"))
+    if not (state / "env").exists():
+        unavailable(f"the SLURM test cluster is not up ({state}/env missing): run make test "
+                    "as root")
+    env = read_env(state / "env")
+    return Cluster(
+        backend="slurm", state=state, host=env["HPCBRIDGE_SLURM_HOST"],
+        port=int(env["HPCBRIDGE_SLURM_PORT"]), user=env["HPCBRIDGE_SLURM_USER"],
+        key=Path(env["HPCBRIDGE_SLURM_KEY"]).read_text(),
+        known_hosts=Path(env["HPCBRIDGE_SLURM_KNOWN_HOSTS"]).read_text(),
+        password=env["HPCBRIDGE_SLURM_PASSWORD"],
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("hooks") / "gunicorn.log"
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
+           "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test"}
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    with log.open("w") as sink:
+        server = subprocess.Popen(
+            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
+            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                if requests.get(f"{url}/healthz", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError(f"the hook server did not start: {log.read_text()}")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    server_log = log.read_text()
+    assert "Traceback" not in server_log, server_log
+
+
+@pytest.fixture
+def driver(hook_server: str) -> Driver:
+    return Driver(hook_server)
+
+
+@pytest.fixture
+def name() -> str:
+    return f"bj-{uuid.uuid4().hex[:8]}"

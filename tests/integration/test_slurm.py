@@ -1,0 +1,343 @@
+"""BatchJobs on the real SLURM test cluster, driven through the hooks as Metacontroller would."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from tests.driver import Driver
+from tests.integration.conftest import NAMESPACE, Cluster
+
+pytestmark = pytest.mark.slurm
+
+HELLO = "#!/bin/bash\necho \"hello from $(hostname)\"\necho to-stderr >&2\n"
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
+
+
+def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str = "key",
+          **spec: Any) -> dict[str, Any]:
+    driver.apply_secret(cluster.secret(f"{name}-login", auth=auth))
+    return driver.create(cluster.batchjob(name, script, f"{name}-login", **spec))
+
+
+def jobs_named(job_name: str) -> list[str]:
+    """Every job SLURM knows by that name, from accounting and the queue (root's view)."""
+    accounted = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", "now-1days", f"--name={job_name}", "-o", "JobID"],
+        capture_output=True, text=True, check=True).stdout.split()
+    queued = subprocess.run(["squeue", "-h", "-t", "all", f"--name={job_name}", "-o", "%F"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    return sorted({job.split("_")[0] for job in accounted + queued})
+
+
+def sacct_state(job_id: str) -> str:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split("\n")[0].split(" ")[0]
+
+
+def squeue_state(job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def wait_for(check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("auth", ["key", "password"])
+def test_succeeds_and_log_pod_prints_output(
+    driver: Driver, slurm: Cluster, name: str, auth: str
+) -> None:
+    start(driver, slurm, name, HELLO, auth=auth)
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")
+    status = obj["status"]
+    assert (status["phase"], status["reason"], status["exitCode"]) == ("Succeeded", "", 0)
+    assert condition(obj, "Complete")["status"] == "True"
+    assert condition(obj, "ClusterReachable")["status"] == "True"
+    assert status["completionTime"] >= status["startTime"] >= status["submitTime"]
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    assert pod["metadata"]["name"] == status["logsPod"] == f"{name}-logs"
+    logs = driver.run_pod(pod)
+    assert logs.returncode == 0, logs.stderr
+    job = status["jobIDs"][0]
+    assert logs.stdout == (f"==> task {job} stdout <==\nhello from {os.uname().nodename}\n"
+                           f"==> task {job} stderr <==\nto-stderr\n")
+
+
+def test_exit_code_fails_the_job(driver: Driver, slurm: Cluster, name: str) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nexit 3\n")
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert (status["phase"], status["reason"], status["exitCode"]) == (
+        "Failed", "NonZeroExitCode", 3)
+    assert "code 3" in status["message"]
+
+
+def test_time_limit(driver: Driver, slurm: Cluster, name: str) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nsleep 600\n", resources={"timeLimit": "1m"})
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed", timeout=300,
+                              max_sleep=5)
+    assert (obj["status"]["phase"], obj["status"]["reason"]) == ("Failed", "Timeout")
+    assert condition(obj, "Failed")["status"] == "True"
+
+
+def test_scancel_behind_our_back(driver: Driver, slurm: Cluster, name: str) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
+    obj = driver.run_to_phase(NAMESPACE, name, "Running")
+    subprocess.run(["scancel", obj["status"]["jobIDs"][0]], check=True)
+    status = driver.run_to_phase(NAMESPACE, name, "Cancelled", "Failed", "Succeeded")["status"]
+    assert (status["phase"], status["reason"]) == ("Cancelled", "CancelledOnCluster")
+
+
+def test_array_with_one_failing_task(driver: Driver, slurm: Cluster, name: str) -> None:
+    script = '#!/bin/sh\necho "task $SLURM_ARRAY_TASK_ID"\n[ "$SLURM_ARRAY_TASK_ID" != 2 ]\n'
+    start(driver, slurm, name, script, slurm={"array": "0-3"})
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert (status["phase"], status["succeeded"], status["failed"], status["active"]) == (
+        "Failed", 3, 1, 0)
+    assert "exitCode" not in status
+    job = status["jobIDs"][0].split("_")[0]
+    assert status["jobIDs"] == [f"{job}_{i}" for i in range(4)]
+    assert status["message"].startswith(f"Task {job}_2:")
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    logs = driver.run_pod(pod)
+    for task in range(4):
+        assert f"==> task {job}_{task} stdout <==\ntask {task}\n" in logs.stdout
+
+
+def test_delete_while_running_cancels_and_cleans_up(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
+    obj = driver.run_to_phase(NAMESPACE, name, "Running")
+    job = obj["status"]["jobIDs"][0]
+    root = slurm.remote_root(obj)
+    assert root.is_dir()
+    driver.delete(NAMESPACE, name)
+    first = driver.sync(NAMESPACE, name)
+    assert first["finalized"] is False
+    assert first["status"]["reason"] == "Deleted"
+    driver.run_until(NAMESPACE, name, lambda _: False, timeout=60)
+    assert (NAMESPACE, name) not in driver.batchjobs
+    assert sacct_state(job) == "CANCELLED"
+    assert not root.exists()
+
+
+def test_skip_cancel_annotation(driver: Driver, slurm: Cluster, name: str) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
+    obj = driver.run_to_phase(NAMESPACE, name, "Running")
+    obj["metadata"]["annotations"] = {"hpcbridge.io/skip-cancel": "true"}
+    driver.delete(NAMESPACE, name)
+    assert driver.sync(NAMESPACE, name)["finalized"] is True
+    job = obj["status"]["jobIDs"][0]
+    try:
+        assert squeue_state(job) == "RUNNING"
+        assert slurm.remote_root(obj).is_dir()
+    finally:
+        subprocess.run(["scancel", job], check=True)
+
+
+def test_parallel_syncs_submit_once(driver: Driver, slurm: Cluster, name: str) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\nsleep 2\n")
+    body = driver.request(NAMESPACE, name)
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(
+            lambda _: requests.post(f"{driver.url}/sync", json=body, timeout=30), range(10)))
+    assert all(a.status_code == 200 for a in answers)
+    reasons = {a.json()["status"]["reason"] for a in answers}
+    assert reasons <= {"", "Submitting"}
+    jobs = {tuple(a.json()["status"]["jobIDs"]) for a in answers} - {()}
+    assert len(jobs) == 1
+    (job,) = next(iter(jobs))
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == [job]
+    driver.run_to_phase(NAMESPACE, name, "Succeeded")
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == [job]
+
+
+def test_retry_after_client_timeout_submits_once(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n")
+    with pytest.raises(requests.Timeout):
+        requests.post(f"{driver.url}/sync", json=driver.request(NAMESPACE, name), timeout=0.01)
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded")["status"]
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == status["jobIDs"]
+
+
+def stale_guard(slurm: Cluster, obj: dict[str, Any]) -> None:
+    """The guard a submission killed halfway leaves behind: the directory, no job id."""
+    guard = slurm.remote_root(obj) / "attempt-1"
+    slurm.as_user(f"mkdir -p '{guard}' && touch -d '5 minutes ago' '{guard}'")
+
+
+def test_stale_guard_is_taken_over(driver: Driver, slurm: Cluster, name: str) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n")
+    stale_guard(slurm, obj)
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded")["status"]
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == status["jobIDs"]
+    assert (slurm.remote_root(obj) / "attempt-1" / "takeover.1").is_dir()
+
+
+def test_stale_guard_whose_job_exists_is_not_resubmitted(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n")
+    job_name = f"hpcb-{obj['metadata']['uid']}-1"
+    stale_guard(slurm, obj)
+    job = slurm.as_user(f"cd /tmp && sbatch --parsable --hold --job-name={job_name}",
+                        stdin="#!/bin/sh\ntrue\n").strip()
+    try:
+        status = driver.run_to_phase(NAMESPACE, name, "Pending")["status"]
+        assert status["jobIDs"] == [job]
+        driver.run_until(NAMESPACE, name, lambda o: o["status"]["reason"] == "Held")
+        assert jobs_named(job_name) == [job]
+    finally:
+        subprocess.run(["scancel", job], check=True)
+
+
+def test_spec_change_after_success_runs_attempt_two(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    start(driver, slurm, name, "#!/bin/sh\necho one\n")
+    driver.run_to_phase(NAMESPACE, name, "Succeeded")
+    (first_pod,) = driver.pods_of(NAMESPACE, name)
+    driver.update_spec(NAMESPACE, name, lambda spec: spec.update(script="#!/bin/sh\necho two\n"))
+    obj = driver.run_until(NAMESPACE, name, lambda o: o["status"]["attempt"] == 2)
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded")
+    status = obj["status"]
+    assert (status["attempt"], status["attemptGeneration"]) == (2, 2)
+    driver.run_until(NAMESPACE, name, lambda _: bool(driver.pods_of(NAMESPACE, name)))
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    assert pod["metadata"]["uid"] != first_pod["metadata"]["uid"]
+    assert pod["metadata"]["labels"]["hpcbridge.io/attempt"] == "2"
+    assert driver.run_pod(pod).stdout.endswith("two\n")
+
+
+def test_spec_change_while_running_waits(driver: Driver, slurm: Cluster, name: str) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nsleep 8\necho one\n")
+    driver.run_to_phase(NAMESPACE, name, "Running")
+    driver.update_spec(NAMESPACE, name, lambda spec: spec.update(script="#!/bin/sh\necho two\n"))
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["attempt"]) == ("Running", 1)
+    assert "waits" in status["message"]
+    driver.run_until(NAMESPACE, name, lambda o: o["status"]["attempt"] == 2, timeout=60)
+    assert driver.run_to_phase(NAMESPACE, name, "Succeeded")["status"]["attempt"] == 2
+
+
+def new_keypair() -> tuple[str, str]:
+    """A fresh ed25519 key pair: (private key, public key line)."""
+    script = "d=$(mktemp -d) && ssh-keygen -q -t ed25519 -N '' -f $d/k && cat $d/k $d/k.pub"
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout
+    private, _, public = out.partition("-----END OPENSSH PRIVATE KEY-----\n")
+    return private + "-----END OPENSSH PRIVATE KEY-----\n", public
+
+
+def other_host_key(slurm: Cluster) -> str:
+    kind, key = new_keypair()[1].split()[:2]
+    return f"[{slurm.host}]:{slurm.port} {kind} {key}\n"
+
+
+SECRET_PROBLEMS = [
+    pytest.param("key", {"known_hosts": "HOSTKEY"}, "HostKeyMismatch", id="wrong-host-key"),
+    pytest.param("key", {"known_hosts": "# nothing for this host\n"}, "HostKeyMismatch",
+                 id="unknown-host"),
+    pytest.param("key", {"ssh-privatekey": "OTHERKEY"}, "AuthenticationFailed", id="wrong-key"),
+    pytest.param("password", {"password": "not-the-password"}, "AuthenticationFailed",
+                 id="wrong-password"),
+    pytest.param("key", {"username": None}, "InvalidSecret", id="no-username"),
+    pytest.param("key", {"ssh-privatekey": "not a key"}, "InvalidSecret", id="garbage-key"),
+    pytest.param("key", None, "SecretNotFound", id="missing-secret"),
+]
+
+
+@pytest.mark.parametrize(("auth", "override", "reason"), SECRET_PROBLEMS)
+def test_secret_problems_then_fixed(
+    driver: Driver, slurm: Cluster, name: str, auth: str, override: dict[str, Any] | None,
+    reason: str,
+) -> None:
+    obj = driver.create(slurm.batchjob(name, "#!/bin/sh\ntrue\n", f"{name}-login"))
+    if override is not None:
+        values = {k: {"HOSTKEY": other_host_key(slurm), "OTHERKEY": new_keypair()[0]}.get(v, v)
+                  if v else v for k, v in override.items()}
+        driver.apply_secret(slurm.secret(f"{name}-login", auth=auth, **values))
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", reason)
+    assert status["jobIDs"] == []
+    assert "Traceback" not in status["message"]
+    assert not slurm.remote_root(obj).exists()
+    driver.apply_secret(slurm.secret(f"{name}-login", auth=auth))
+    assert driver.run_to_phase(NAMESPACE, name, "Succeeded")["status"]["reason"] == ""
+
+
+def test_script_runs_exactly_as_written(driver: Driver, slurm: Cluster, name: str) -> None:
+    tricky = "echo '$HOME `id` $(whoami) ; | & > <' \"a\\\"b\" 'it'\\''s' \\\\ %% %j %x"
+    start(driver, slurm, name, f"#!/bin/bash\n{tricky}\n")
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded")
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    expected = subprocess.run(["bash", "-c", tricky], capture_output=True, text=True).stdout
+    assert driver.run_pod(pod).stdout.split("<==\n", 1)[1].startswith(expected)
+    assert obj["status"]["exitCode"] == 0
+
+
+def test_extra_args_reach_sbatch_literally(driver: Driver, slurm: Cluster, name: str,
+                                           tmp_path: Any) -> None:
+    canary = f"/tmp/hpcbridge-canary-{name}"
+    value = f"$(touch {canary}-a);touch {canary}-b`touch {canary}-c`"
+    start(driver, slurm, name, '#!/bin/sh\nprintf "%s\\n" "$HPCB_CANARY"\n',
+          slurm={"extraArgs": [f"--export=ALL,HPCB_CANARY={value}"]})
+    driver.run_to_phase(NAMESPACE, name, "Succeeded")
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    assert f"{value}\n" in driver.run_pod(pod).stdout
+    for suffix in "abc":
+        assert not os.path.exists(f"{canary}-{suffix}")
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(["--job-name=x"], id="job-name"),
+    pytest.param(["-J", "x"], id="short-J"),
+    pytest.param(["--out=/tmp/x"], id="abbreviated-output"),
+    pytest.param(["--wrap=id"], id="wrap"),
+    pytest.param(["--chdir=/"], id="chdir"),
+])
+def test_reserved_options_are_invalid(
+    driver: Driver, slurm: Cluster, name: str, args: list[str]
+) -> None:
+    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n", slurm={"extraArgs": args})
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
+    assert "spec.slurm.extraArgs" in status["message"]
+    assert not slurm.remote_root(obj).exists()
+
+
+def test_job_that_left_squeue_resolves_through_sacct(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nexit 4\n")
+    obj = driver.run_until(NAMESPACE, name, lambda o: bool(o["status"]["jobIDs"]))
+    job = obj["status"]["jobIDs"][0]
+
+    def purged() -> bool:
+        known = subprocess.run(["squeue", "-h", "-t", "all", "-j", job],
+                               capture_output=True, text=True)
+        return known.returncode != 0 or not known.stdout.strip()
+
+    wait_for(purged, timeout=180)
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"], status["exitCode"]) == (
+        "Failed", "NonZeroExitCode", 4)
