@@ -116,6 +116,18 @@ def slurm() -> Cluster:
     )
 
 
+def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str = "key",
+          **spec: Any) -> dict[str, Any]:
+    """Apply a working Secret and create a BatchJob on ``cluster``."""
+    driver.apply_secret(cluster.secret(f"{name}-login", auth=auth))
+    return driver.create(cluster.batchjob(name, script, f"{name}-login", **spec))
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in obj["status"]["conditions"] if c["type"] == kind)
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -12,21 +12,11 @@ import pytest
 import requests
 
 from tests.driver import Driver
-from tests.integration.conftest import NAMESPACE, Cluster
+from tests.integration.conftest import NAMESPACE, Cluster, condition, start
 
 pytestmark = pytest.mark.slurm
 
 HELLO = "#!/bin/bash\necho \"hello from $(hostname)\"\necho to-stderr >&2\n"
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == kind)
-
-
-def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str = "key",
-          **spec: Any) -> dict[str, Any]:
-    driver.apply_secret(cluster.secret(f"{name}-login", auth=auth))
-    return driver.create(cluster.batchjob(name, script, f"{name}-login", **spec))
 
 
 def jobs_named(job_name: str) -> list[str]:

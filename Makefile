@@ -1,0 +1,38 @@
+# hpcbridge: `make run` serves the hooks, `make test` runs every test (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PORT ?= 8080
+HOST ?= 127.0.0.1
+
+.PHONY: run test lint unit demo bench clean
+
+$(VENV)/.runtime: requirements.txt
+	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
+	@touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt
+	@bash tests/venv.sh $(PYTHON) $(VENV) requirements-dev.txt
+	@touch $(VENV)/.runtime $@
+
+run: $(VENV)/.runtime
+	HOST=$(HOST) PORT=$(PORT) $(VENV)/bin/gunicorn -c python:hooks.gunicorn_conf 'hooks.app:create_app()'
+
+test: $(VENV)/.dev
+	@bash tests/run.sh
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check hooks tests bench
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.dev
+	$(VENV)/bin/pytest -q tests/unit tests/static
+
+demo: $(VENV)/.dev
+	@bash tests/demo.sh
+
+bench: $(VENV)/.dev
+	@bash bench/run.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

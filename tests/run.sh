@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The whole test suite (`make test`): lint and types, unit and static tests, then the tests
+# against the real SLURM cluster and HTCondor pool, which this script brings up and, when it
+# started them, stops again by PID. Clusters left up by an earlier run are reused as they are.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=.venv/bin
+status=0
+step() { printf '\n== %s\n' "$*"; }
+fail() { printf 'FAILED: %s\n' "$*"; status=1; }
+
+step "ruff"
+"$bin/ruff" check hooks tests bench || fail "ruff"
+step "mypy"
+"$bin/mypy" || fail "mypy"
+step "unit and static tests"
+"$bin/pytest" -q -p no:cacheprovider tests/unit tests/static || fail "unit and static tests"
+
+if [ "$(id -u)" -ne 0 ]; then
+  why="the real-cluster tests did not run: they need root (they install Debian packages, add the users hpcuser and submitter, and write /etc/slurm and /etc/munge), so run make test as root on a disposable machine"
+  if [ "${CI:-}" = true ]; then
+    fail "$why"
+  else
+    printf '\nNOTE: %s.\n' "$why"
+  fi
+  exit "$status"
+fi
+
+work=$(mktemp -d)
+stop_clusters() {
+  step "stopping what this run started"
+  bash tests/clusters/slurm-down.sh --started "$work/started-slurm" || true
+  bash tests/clusters/condor-down.sh --started "$work/started-condor" || true
+  rm -rf "$work"
+}
+trap stop_clusters EXIT
+
+step "bringing up the SLURM cluster and the HTCondor pool"
+CI=true setsid bash tests/clusters/slurm-up.sh --started "$work/started-slurm" \
+  </dev/null >"$work/slurm-up.log" 2>&1 &
+slurm=$!
+CI=true setsid bash tests/clusters/condor-up.sh --started "$work/started-condor" \
+  </dev/null >"$work/condor-up.log" 2>&1 &
+condor=$!
+wait "$slurm" || { cat "$work/slurm-up.log"; fail "SLURM bring-up"; }
+wait "$condor" || { cat "$work/condor-up.log"; fail "HTCondor bring-up"; }
+tail -n 3 "$work/slurm-up.log" "$work/condor-up.log"
+
+step "integration tests (in parallel)"
+"$bin/pytest" -q -p no:cacheprovider -n 4 --timeout 900 -m "not outage" tests/integration \
+  || fail "integration tests"
+step "outage tests (one at a time: they stop daemons)"
+"$bin/pytest" -q -p no:cacheprovider --timeout 900 -m outage tests/integration \
+  || fail "outage tests"
+exit "$status"
