@@ -331,3 +331,23 @@ def test_job_that_left_squeue_resolves_through_sacct(
     status = driver.get(NAMESPACE, name)["status"]
     assert (status["phase"], status["reason"], status["exitCode"]) == (
         "Failed", "NonZeroExitCode", 4)
+
+
+@pytest.mark.parametrize(("shape", "version"), [
+    pytest.param("composite", "v2", id="composite-v2"),
+    pytest.param("decorator", "v1", id="decorator-v1"),
+    pytest.param("decorator", "v2", id="decorator-v2"),
+])
+def test_other_controller_shapes_and_hook_versions(
+    hook_server: str, slurm: Cluster, name: str, shape: str, version: str
+) -> None:
+    driver = Driver(hook_server, shape=shape, hook_version=version)
+    start(driver, slurm, name, HELLO)
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")
+    assert (obj["status"]["phase"], obj["status"]["exitCode"]) == ("Succeeded", 0)
+    assert obj["status"]["observedGeneration"] == 1
+    driver.run_until(NAMESPACE, name, lambda _: bool(driver.pods_of(NAMESPACE, name)))
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    assert "hello from" in driver.run_pod(pod).stdout
+    driver.finalize(NAMESPACE, name)
+    assert (NAMESPACE, name) not in driver.batchjobs

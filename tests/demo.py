@@ -1,0 +1,66 @@
+"""`make demo`: walk examples/hello-slurm.yaml to Succeeded on the local SLURM test cluster.
+
+Prints every status transition as the Metacontroller test driver applies the hooks' answers,
+then runs the log Pod's command and prints what `kubectl logs hello-logs` would show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.driver import REPO, Driver
+from tests.integration.conftest import Cluster, read_env
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", required=True, help="the hook server")
+    parser.add_argument("--state", default="/var/tmp/hpcbridge-slurm")
+    args = parser.parse_args()
+    env = read_env(Path(args.state) / "env")
+    cluster = Cluster(
+        backend="slurm", state=Path(args.state), host=env["HPCBRIDGE_SLURM_HOST"],
+        port=int(env["HPCBRIDGE_SLURM_PORT"]), user=env["HPCBRIDGE_SLURM_USER"],
+        key=Path(env["HPCBRIDGE_SLURM_KEY"]).read_text(),
+        known_hosts=Path(env["HPCBRIDGE_SLURM_KNOWN_HOSTS"]).read_text(), password="",
+    )
+    batchjob = yaml.safe_load((REPO / "examples/hello-slurm.yaml").read_text())
+    batchjob["spec"]["cluster"].update(host=cluster.host, port=cluster.port)
+    batchjob["spec"].pop("resources", None)
+    batchjob["spec"]["script"] += "sleep 4\necho done\n"
+    namespace, name = batchjob["metadata"]["namespace"], batchjob["metadata"]["name"]
+    secret_name = batchjob["spec"]["cluster"]["secretRef"]["name"]
+
+    driver = Driver(args.url)
+    driver.apply_secret(cluster.secret(secret_name))
+    driver.create(batchjob)
+    print(f"kubectl apply -f examples/hello-slurm.yaml  (cluster {cluster.host}:{cluster.port})")
+    shown = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        answer = driver.sync(namespace, name)
+        for line in driver.transitions[shown:]:
+            print(f"  {line}")
+        shown = len(driver.transitions)
+        if driver.get(namespace, name)["status"]["phase"] in ("Succeeded", "Failed"):
+            break
+        time.sleep(min(answer.get("resyncAfterSeconds") or 2, 2))
+    status = driver.get(namespace, name)["status"]
+    print(f"phase {status['phase']}, exit code {status.get('exitCode')}, jobs {status['jobIDs']}")
+    (pod,) = driver.pods_of(namespace, name)
+    print(f"\nkubectl logs -n {namespace} {pod['metadata']['name']}:")
+    logs = driver.run_pod(pod)
+    sys.stdout.write(logs.stdout)
+    sys.stderr.write(logs.stderr)
+    driver.finalize(namespace, name)
+    print(f"\nkubectl delete batchjob {name}: finalized, remote directory removed")
+    return 0 if status["phase"] == "Succeeded" and logs.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
