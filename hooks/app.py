@@ -1,4 +1,4 @@
-"""The Flask app: POST /customize, /sync, /finalize and GET /healthz, served by gunicorn.
+"""The Flask app: POST /customize, /sync, /finalize, GET /healthz and /metrics (gunicorn).
 
 Views only translate HTTP: parse the JSON body, hand it to ``hooks.service.Hooks``, answer
 JSON. A malformed request gets a JSON 400; an unexpected error a JSON 500 whose traceback goes
@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+import prometheus_client
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
+from hooks import metrics
 from hooks.core.request import BadHookRequest
 from hooks.service import Hooks
 from hooks.settings import Settings
 
 log = logging.getLogger(__name__)
 bp = Blueprint("hooks", __name__)
+HOOK_PATHS = frozenset({"/customize", "/sync", "/finalize"})
 
 
 def create_app(settings: Settings | None = None, *, hooks: Hooks | None = None) -> Flask:
@@ -60,6 +65,26 @@ def sync() -> Response:
 @bp.get("/healthz")
 def healthz() -> Response:
     return jsonify({"status": "ok"})
+
+
+@bp.get("/metrics")
+def metrics_page() -> Response:
+    return Response(prometheus_client.generate_latest(), mimetype=CONTENT_TYPE_LATEST)
+
+
+@bp.before_app_request
+def _start_clock() -> None:
+    g.started = time.perf_counter()
+
+
+@bp.after_app_request
+def _count(response: Response) -> Response:
+    hook = request.path.strip("/") if request.path in HOOK_PATHS else None
+    if hook is not None:
+        outcome = {200: "ok", 400: "bad_request"}.get(response.status_code, "error")
+        metrics.HOOK_REQUESTS.labels(hook, outcome).inc()
+        metrics.HOOK_LATENCY.labels(hook).observe(time.perf_counter() - g.started)
+    return response
 
 
 def _bad_request(err: BadHookRequest) -> tuple[Response, int]:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks import backends
+from hooks import backends, metrics
 from hooks.backends import guard
 from hooks.backends.base import Backend, SchedulerError, Submitted
 from hooks.core import aggregate, children, lifecycle, response, status
@@ -26,10 +26,11 @@ from hooks.core.request import HookRequest, parse_customize, parse_sync
 from hooks.core.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec import SpecError, parse_spec, parse_target
 from hooks.core.status import Status
-from hooks.sessions import Sessions
+from hooks.pool import Pool
 from hooks.settings import Settings
 from hooks.ssh import errors
-from hooks.ssh.client import Connection, Target
+from hooks.ssh.client import Remote, Target
+from hooks.status_cache import StatusCache
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +83,12 @@ class Hooks:
         self,
         settings: Settings,
         *,
-        sessions: Sessions | None = None,
+        pool: Pool | None = None,
         clock: Callable[[], datetime.datetime] = utcnow,
     ) -> None:
         self.settings = settings
-        self.sessions = sessions or Sessions()
+        self.pool = pool or Pool(max_channels=settings.max_channels)
+        self.cache = StatusCache(ttl=settings.status_ttl)
         self.clock = clock
 
     def customize(self, body: object) -> dict[str, Any]:
@@ -149,6 +151,11 @@ class Hooks:
             return lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
                                          backend=backend)
 
+    def _pool_key(self, req: HookRequest, cluster: ClusterRef) -> str:
+        credentials = self._credentials(req, cluster)
+        return credentials.fingerprint(cluster.host, cluster.port,
+                                       cluster.insecure_skip_host_key_check)
+
     def _credentials(self, req: HookRequest, cluster: ClusterRef) -> Credentials:
         secret = req.secrets.get(cluster.secret_name)
         if secret is None:
@@ -165,12 +172,12 @@ class Hooks:
     @contextmanager
     def _connect(
         self, cluster: ClusterRef, credentials: Credentials, budget: Budget
-    ) -> Iterator[Connection]:
+    ) -> Iterator[Remote]:
         """A connection for this call; SSH and scheduler failures inside become ``Trouble``."""
         target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
         try:
             timeout = budget.take(self.settings.connect_timeout)
-            with self.sessions.open(target, credentials, timeout=timeout) as conn:
+            with self.pool.open(target, credentials, timeout=timeout) as conn:
                 yield conn
         except errors.SSHError as err:
             raise _trouble(err) from err
@@ -179,7 +186,7 @@ class Hooks:
                           f"The scheduler did not answer: {err}.") from err
 
     def _submit(
-        self, conn: Connection, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
+        self, conn: Remote, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
         plan: Plan, now: datetime.datetime, budget: Budget,
     ) -> Status:
         job = JobRequest(req.namespace, req.name, req.uid, plan.attempt, spec)
@@ -199,7 +206,7 @@ class Hooks:
                       "it is retried once the attempt's guard expires.")
 
     def _track(
-        self, conn: Connection, req: HookRequest, target: Work, prev: Status, plan: Plan,
+        self, conn: Remote, req: HookRequest, target: Work, prev: Status, plan: Plan,
         now: datetime.datetime, budget: Budget,
     ) -> Status:
         backend, spec = target.backend, target.spec
@@ -209,10 +216,12 @@ class Hooks:
             expected = backend.expected_tasks(spec, job_id)
         key = f"{req.uid}-{plan.attempt}"
         ref = JobRef(key=key, job_id=job_id, expected_tasks=expected)
-        tasks = backend.query(conn, [ref], timeout=budget.take(self.settings.command_timeout))
+        pool_key = self._pool_key(req, target.cluster)
+        found = self.cache.lookup(pool_key, backend, conn, ref,
+                                  timeout=budget.take(self.settings.command_timeout))
         submitted_at = response.parse_time(prev.submit_time) or now
         summary = aggregate.summarize(
-            tasks.get(key, ()),
+            found,
             expected=expected,
             single=spec.single if spec else len(expected) == 1,
             seconds_since_submit=(now - submitted_at).total_seconds(),
@@ -223,6 +232,8 @@ class Hooks:
         if target.spec_error and not new.finished:
             new = replace(new, message=f"{new.message} The new spec is invalid: "
                                        f"{target.spec_error}".strip())
+        if new.finished:
+            self.cache.drop(pool_key, backend, key)
         retry = lifecycle.plan(new, generation=req.generation,
                                backoff_limit=spec.backoff_limit if spec else 0)
         if spec is not None and retry.step is Step.SUBMIT and new.finished:
@@ -253,6 +264,7 @@ class Hooks:
             give_up = never_submitted and trouble.reason in (
                 Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
             if give_up or waited >= self.settings.finalize_grace:
+                metrics.FINALIZE_GAVE_UP.inc()
                 log.warning("finalizing %s/%s without cleaning up on the cluster: %s",
                             req.namespace, req.name, trouble.message)
                 return self._finished(req, target, prev, now, done=True)
@@ -262,7 +274,7 @@ class Hooks:
             return self._finished(req, target, new, now, done=False)
 
     def _cancel_and_clean(
-        self, conn: Connection, req: HookRequest, target: Work, prev: Status,
+        self, conn: Remote, req: HookRequest, target: Work, prev: Status,
         now: datetime.datetime, budget: Budget,
     ) -> dict[str, Any]:
         backend = target.backend
@@ -290,6 +302,8 @@ class Hooks:
         *, done: bool,
     ) -> dict[str, Any]:
         answer = self._answer(req, target, new, now)
+        if done:
+            metrics.record_phase(req.uid, None)
         answer["finalized"] = done
         answer["resyncAfterSeconds"] = 0 if done else 3.0
         return answer
@@ -305,6 +319,7 @@ class Hooks:
             generation=req.generation if req.shape == "decorator" else None,
         )
         resync = response.resync_after(new, previous=previous, uid=req.uid, now=now)
+        metrics.record_phase(req.uid, str(new.phase))
         return response.envelope(req.shape, status=raw, children=pods, resync=resync)
 
     def _children(

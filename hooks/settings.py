@@ -16,6 +16,14 @@ ENVIRONMENT = {
         "HPCBRIDGE_COMMAND_TIMEOUT",
         "seconds one remote command may run; it is killed on the cluster too",
     ),
+    "status_ttl": (
+        "HPCBRIDGE_STATUS_TTL",
+        "seconds a batched scheduler answer is shared by the syncs of one cluster",
+    ),
+    "max_channels": (
+        "HPCBRIDGE_MAX_CHANNELS",
+        "concurrent commands per SSH connection; keep it below sshd's MaxSessions (10)",
+    ),
     "sync_budget": (
         "HPCBRIDGE_SYNC_BUDGET",
         "seconds one hook call may spend on the cluster; keep it below the 30 s hook timeout",
@@ -30,6 +38,8 @@ class Settings:
     connect_timeout: float = 8.0
     command_timeout: float = 15.0
     sync_budget: float = 25.0
+    status_ttl: float = 5.0
+    max_channels: int = 8
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:

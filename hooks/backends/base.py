@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from hooks.core.model import JobRef, JobRequest, Spec, TaskState
-from hooks.ssh.client import Connection
+from hooks.ssh.client import Remote
 
 
 class SchedulerError(Exception):
@@ -47,15 +47,15 @@ class SubmitOutcome:
 class Backend(Protocol):
     name: str
 
-    def submit(self, conn: Connection, job: JobRequest, *, timeout: float) -> SubmitOutcome: ...
+    def submit(self, conn: Remote, job: JobRequest, *, timeout: float) -> SubmitOutcome: ...
 
     def query(
-        self, conn: Connection, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]: ...
 
-    def active_jobs(self, conn: Connection, uid: str, *, timeout: float) -> Sequence[str]: ...
+    def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]: ...
 
-    def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None: ...
+    def cancel(self, conn: Remote, job_ids: Sequence[str], *, timeout: float) -> None: ...
 
     def expected_tasks(self, spec: Spec, job_id: str) -> tuple[str, ...]: ...
 

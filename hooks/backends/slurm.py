@@ -17,7 +17,7 @@ from hooks.backends.base import SchedulerError, SubmitOutcome, Submitted
 from hooks.core import slurm_states, units
 from hooks.core.model import JobRef, JobRequest, Spec, TaskState
 from hooks.core.slurm_states import SlurmRecord
-from hooks.ssh.client import Completed, Connection
+from hooks.ssh.client import Completed, Remote
 
 NAME_PREFIX = "hpcb-"
 SQUEUE_FORMAT = "%i|%j|%T|%r|%V|%S|%e|%F"
@@ -43,7 +43,7 @@ class SlurmBackend:
             return tuple(f"{job_id}_{i}" for i in spec.slurm.array_tasks)
         return (job_id,)
 
-    def submit(self, conn: Connection, job: JobRequest, *, timeout: float) -> SubmitOutcome:
+    def submit(self, conn: Remote, job: JobRequest, *, timeout: float) -> SubmitOutcome:
         name = self.job_name(job.key)
         lookup = (
             f"TZ=UTC squeue -h -t all --name={shlex.quote(name)} -o %F | head -n 1 | grep . || "
@@ -62,7 +62,7 @@ class SlurmBackend:
         return submit_outcome(result)
 
     def query(
-        self, conn: Connection, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
         names = {self.job_name(ref.key): ref for ref in refs}
         queued = _squeue(conn, timeout)
@@ -87,7 +87,7 @@ class SlurmBackend:
             for key, records in by_key.items()
         }
 
-    def active_jobs(self, conn: Connection, uid: str, *, timeout: float) -> Sequence[str]:
+    def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]:
         queued = _squeue(conn, timeout)
         prefix = f"{NAME_PREFIX}{uid}-"
         return sorted({
@@ -96,7 +96,7 @@ class SlurmBackend:
             for record in records if _active(record)
         })
 
-    def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None:
+    def cancel(self, conn: Remote, job_ids: Sequence[str], *, timeout: float) -> None:
         if job_ids:
             _checked(conn.run(["scancel", *job_ids], timeout=timeout), "scancel")
 
@@ -199,7 +199,7 @@ def _active(record: SlurmRecord) -> bool:
     return slurm_states.to_task(record).outcome.active
 
 
-def _squeue(conn: Connection, timeout: float) -> dict[str, list[SlurmRecord]]:
+def _squeue(conn: Remote, timeout: float) -> dict[str, list[SlurmRecord]]:
     """Every job of the login user in squeue, finished ones inside MinJobAge included."""
     result = conn.run(
         ["env", "TZ=UTC", "sh", "-c", 'exec squeue -h -r -t all -u "$(id -un)" -o "$1"',

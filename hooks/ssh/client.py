@@ -16,9 +16,11 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import paramiko
 
+from hooks import metrics
 from hooks.core.secret import Credentials
 from hooks.ssh import errors
 
@@ -51,6 +53,19 @@ class Completed:
     @property
     def err(self) -> str:
         return self.stderr.decode(errors="replace")
+
+
+class Remote(Protocol):
+    """What backends need of a connection: commands with deadlines."""
+
+    target: Target
+
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed: ...
+
+    def stream(
+        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
+        timeout: float,
+    ) -> tuple[int, bytes]: ...
 
 
 class Connection:
@@ -87,6 +102,14 @@ class Connection:
         remote_limit = max(1, math.floor(timeout))
         command = shlex.join(["timeout", "-k", str(KILL_GRACE), str(remote_limit), *argv])
         deadline = time.monotonic() + remote_limit + KILL_GRACE + 1
+        host = self.target.host
+        with metrics.remote_command(f"{host}:{self.target.port}", argv):
+            return self._exchange(command, argv, sink, stdin, deadline)
+
+    def _exchange(
+        self, command: str, argv: Sequence[str], sink: Callable[[bytes], None], stdin: bytes,
+        deadline: float,
+    ) -> tuple[int, bytes]:
         host = self.target.host
         try:
             channel = self._transport.open_session(timeout=_left(deadline))

@@ -1,0 +1,113 @@
+"""Scheduler state shared by every sync in the server: one batched query per cluster and TTL.
+
+Per pool key (host, port and credential set) the cache keeps the attempts that syncs asked
+about. A lookup answers from the last snapshot while it is younger than ``ttl`` seconds; else
+one caller (the leader) runs the backend's batched ``query`` for every tracked attempt —
+one squeue or condor_q for all of them, plus the accounting or history for those that left
+the queue — and the callers that arrive meanwhile wait for that one refresh. A caller whose
+attempt is not in the refresh under way (it arrived after the refresh began) asks for its
+attempt alone rather than wait for a second refresh. Attempts not looked up for ``forget``
+seconds drop out of the batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hooks import metrics
+from hooks.backends.base import Backend
+from hooks.core.model import JobRef, TaskState
+from hooks.ssh.client import Remote
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class _Refresh:
+    keys: frozenset[str]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+@dataclass
+class _Entry:
+    tracked: dict[str, tuple[JobRef, float]] = field(default_factory=dict)
+    snapshot: Mapping[str, Sequence[TaskState]] = field(default_factory=dict)
+    taken_at: float = float("-inf")
+    refresh: _Refresh | None = None
+
+
+class StatusCache:
+    def __init__(self, *, ttl: float = 5.0, forget: float = 600.0,
+                 clock: Clock = time.monotonic) -> None:
+        self.ttl = ttl
+        self.forget = forget
+        self.clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def lookup(
+        self, pool_key: str, backend: Backend, conn: Remote, ref: JobRef, *, timeout: float
+    ) -> Sequence[TaskState]:
+        """The attempt's tasks as of at most ``ttl`` seconds ago."""
+        with self._lock:
+            entry = self._entries.setdefault(f"{backend.name}:{pool_key}", _Entry())
+            now = self.clock()
+            entry.tracked[ref.key] = (ref, now)
+            if now - entry.taken_at < self.ttl and ref.key in entry.snapshot:
+                metrics.CACHE.labels("hit").inc()
+                return entry.snapshot[ref.key]
+            refresh = entry.refresh
+            leader = refresh is None
+            if refresh is None:
+                refresh = entry.refresh = self._start(entry, now)
+        if leader:
+            return self._lead(entry, refresh, backend, conn, ref, timeout)
+        if ref.key not in refresh.keys:
+            metrics.CACHE.labels("single").inc()
+            return backend.query(conn, [ref], timeout=timeout).get(ref.key, ())
+        metrics.CACHE.labels("wait").inc()
+        refresh.done.wait(timeout)
+        with self._lock:
+            if refresh.error is not None or ref.key not in entry.snapshot:
+                raise refresh.error or TimeoutError("the shared status refresh did not finish")
+            return entry.snapshot[ref.key]
+
+    def drop(self, pool_key: str, backend: Backend, key: str) -> None:
+        """Stop tracking an attempt (it finished, or its BatchJob is gone)."""
+        with self._lock:
+            entry = self._entries.get(f"{backend.name}:{pool_key}")
+            if entry is not None:
+                entry.tracked.pop(key, None)
+
+    def _start(self, entry: _Entry, now: float) -> _Refresh:
+        stale = [key for key, (_, seen) in entry.tracked.items() if now - seen > self.forget]
+        for key in stale:
+            del entry.tracked[key]
+        return _Refresh(frozenset(entry.tracked))
+
+    def _lead(
+        self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, ref: JobRef,
+        timeout: float,
+    ) -> Sequence[TaskState]:
+        metrics.CACHE.labels("miss").inc()
+        started = self.clock()
+        with self._lock:
+            refs = [entry.tracked[key][0] for key in refresh.keys if key in entry.tracked]
+        try:
+            found = backend.query(conn, refs, timeout=timeout)
+        except BaseException as err:
+            refresh.error = err
+            raise
+        else:
+            with self._lock:
+                entry.snapshot = {r.key: found.get(r.key, ()) for r in refs}
+                entry.taken_at = started
+            return entry.snapshot[ref.key]
+        finally:
+            with self._lock:
+                entry.refresh = None
+            refresh.done.set()
