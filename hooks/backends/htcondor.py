@@ -29,7 +29,7 @@ from hooks.core import htcondor_states
 from hooks.core.htcondor_states import CondorRecord
 from hooks.core.htcondor_submit import KEY_ATTRIBUTE, classad_string, submit_description
 from hooks.core.model import JobRef, JobRequest, Outcome, Spec, TaskState
-from hooks.ssh.client import Completed, Connection
+from hooks.ssh.client import Completed, Remote
 
 ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
@@ -68,9 +68,9 @@ _SUBMITTED_ID = re.compile(r"^(\d+)(?:\.\d+)?$")
 _RM_OK = re.compile(
     r"^(Couldn't find/remove all jobs (in cluster|matching)|All jobs in cluster \d+ have been "
     r"marked for removal|Job \d+\.\d+ (already )?marked for removal|"
-    r"condor_rm:0:There are no jobs in the "
-    r"queue)"
+    r"condor_rm:0:There are no jobs in the queue)"
 )
+"""condor_rm lines that mean "removed, being removed, or gone already" (23.9.6 wording)."""
 
 
 class HTCondorBackend:
@@ -86,7 +86,7 @@ class HTCondorBackend:
     def expected_tasks(self, spec: Spec, job_id: str) -> tuple[str, ...]:
         return tuple(f"{job_id}.{proc}" for proc in range(spec.htcondor.queue))
 
-    def submit(self, conn: Connection, job: JobRequest, *, timeout: float) -> SubmitOutcome:
+    def submit(self, conn: Remote, job: JobRequest, *, timeout: float) -> SubmitOutcome:
         argv, stdin = guard.command(
             remote_dir=job.remote_dir,
             files=[("script", job.spec.script.encode()),
@@ -99,7 +99,7 @@ class HTCondorBackend:
         return submit_outcome(conn.run(argv, stdin=stdin, timeout=timeout))
 
     def query(
-        self, conn: Connection, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
         by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
         for chunk in _chunks([ref.key for ref in refs], KEY_CHUNK):
@@ -112,7 +112,7 @@ class HTCondorBackend:
             _collect(by_key, refs, ads, history=True)
         return {ref.key: _tasks(ref, by_key[ref.key]) for ref in refs}
 
-    def active_jobs(self, conn: Connection, uid: str, *, timeout: float) -> Sequence[str]:
+    def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]:
         prefix = f"{uid}-"
         constraint = (f"substr({KEY_ATTRIBUTE}, 0, {len(prefix)}) == "
                       f"{classad_string(prefix)}")
@@ -122,7 +122,7 @@ class HTCondorBackend:
             key=int,
         )
 
-    def cancel(self, conn: Connection, job_ids: Sequence[str], *, timeout: float) -> None:
+    def cancel(self, conn: Remote, job_ids: Sequence[str], *, timeout: float) -> None:
         if not job_ids:
             return
         result = conn.run(["condor_rm", *job_ids], timeout=timeout)
@@ -216,7 +216,7 @@ def _record(ad: Mapping[str, Any]) -> CondorRecord | None:
 
 
 def _ads(
-    conn: Connection, tool: str, constraint: str, extra: Sequence[str], timeout: float
+    conn: Remote, tool: str, constraint: str, extra: Sequence[str], timeout: float
 ) -> str:
     argv = [tool, "-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
     result = conn.run(argv, timeout=timeout)
@@ -278,8 +278,13 @@ def _text(value: object) -> str:
 
 
 def _last_line(result: Completed) -> str:
-    lines = (result.err.strip() or result.out.strip()).splitlines()
-    return lines[-1].strip() if lines else ""
+    """The telling line of a failed HTCondor tool: the last one, except that condor_q's
+    ``Extra Info:`` paragraphs (printed when it cannot find the schedd) become one phrase."""
+    text = result.err.strip() or result.out.strip()
+    text, extra, _ = text.partition("Extra Info:")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    return f"{last} (the condor_schedd is not running or cannot be found)" if extra else last
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
