@@ -1,0 +1,180 @@
+"""The log Pod "<name>-logs": hardened, the Secret only as a read-only volume, deterministic per
+attempt; when it is due; and how an observed Pod is re-declared between attempts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hooks.core.children import LAST_APPLIED, carried_over, log_pod, pod_due, pod_name
+from hooks.core.model import JobRequest, Phase, Reason
+from hooks.core.spec import parse_spec
+from hooks.core.status import Status
+
+REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
+UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
+IMAGE = "registry.example.org/hpcbridge:1.2.3"
+
+
+def job(attempt: int = 1, **spec: Any) -> JobRequest:
+    raw = {
+        "backend": "slurm",
+        "cluster": {"host": "login.hpc.example.org", "port": 2222,
+                    "secretRef": {"name": "hpc-login"}},
+        "script": "#!/bin/bash\necho hi\n",
+        **spec,
+    }
+    return JobRequest("research", "hello", UID, attempt, parse_spec(raw))
+
+
+def pod(**kw: Any) -> dict[str, Any]:
+    return log_pod(kw.pop("job", None) or job(), job_ids=kw.pop("job_ids", ("4242",)),
+                   image=kw.pop("image", IMAGE))
+
+
+def container(p: dict[str, Any]) -> dict[str, Any]:
+    only, = p["spec"]["containers"]
+    return only  # type: ignore[no-any-return]
+
+
+def test_name() -> None:
+    assert pod_name("hello") == "hello-logs"
+    assert pod()["metadata"]["name"] == "hello-logs"
+    assert (pod()["apiVersion"], pod()["kind"]) == ("v1", "Pod")
+
+
+def test_secret_is_a_read_only_volume_and_never_in_env() -> None:
+    p = pod()
+    volume, = p["spec"]["volumes"]
+    assert volume["secret"]["secretName"] == "hpc-login"
+    mount, = container(p)["volumeMounts"]
+    assert (mount["name"], mount["readOnly"]) == (volume["name"], True)
+    assert "envFrom" not in container(p)
+    for env in container(p).get("env", []):
+        assert "valueFrom" not in env
+    assert "hpc-login" not in json.dumps(container(p))
+
+
+def test_security_context() -> None:
+    p = pod()
+    assert p["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert p["spec"]["securityContext"]["runAsUser"] != 0
+    assert p["spec"]["automountServiceAccountToken"] is False
+    security = container(p)["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert "privileged" not in security
+    assert "hostNetwork" not in p["spec"] and "hostPath" not in json.dumps(p)
+
+
+def test_restart_policy_and_small_requests() -> None:
+    p = pod()
+    assert p["spec"]["restartPolicy"] == "OnFailure"
+    resources = container(p)["resources"]
+    assert resources["requests"] and resources["limits"]
+
+
+@pytest.mark.parametrize("image", ["hpcbridge:0.1.0", IMAGE, "ghcr.io/x/y@sha256:" + "a" * 64])
+def test_image_comes_from_the_argument(image: str) -> None:
+    assert container(pod(image=image))["image"] == image
+
+
+def test_deterministic() -> None:
+    assert json.dumps(pod()) == json.dumps(pod())
+
+
+def test_args_name_the_attempt_and_every_task() -> None:
+    args = container(pod(job_ids=("7_0", "7_1", "7_2")))["args"]
+    for expected in ("--backend=slurm", "--host=login.hpc.example.org", "--port=2222",
+                     f"--key={UID}-1", f"--remote-dir=.hpcbridge/research/hello/{UID}/attempt-1",
+                     "--job-id=7_0", "--job-id=7_1", "--job-id=7_2"):
+        assert expected in args
+    assert "--follow" not in args
+    assert "--insecure-skip-host-key-check" not in args
+
+
+def test_args_follow_and_insecure() -> None:
+    request = job(logs={"follow": True},
+                  cluster={"host": "h", "secretRef": {"name": "s"},
+                           "insecureSkipHostKeyCheck": True})
+    args = container(pod(job=request))["args"]
+    assert "--follow" in args and "--insecure-skip-host-key-check" in args
+
+
+def test_a_new_attempt_changes_the_pod() -> None:
+    first, second = pod(job=job(1)), pod(job=job(2), job_ids=("4300",))
+    assert first != second
+    assert second["metadata"]["labels"]["hpcbridge.io/attempt"] == "2"
+
+
+def test_the_pod_does_not_depend_on_anything_but_the_attempt() -> None:
+    same_attempt_other_script = job(script="#!/bin/sh\necho other\n")
+    assert pod(job=same_attempt_other_script) == pod()
+
+
+def status(phase: Phase, job_ids: tuple[str, ...] = ("4242",)) -> Status:
+    return Status(phase=phase, job_ids=job_ids, attempt=1)
+
+
+@pytest.mark.parametrize(
+    ("status", "logs_pod", "follow", "due"),
+    [
+        pytest.param(status(Phase.PENDING), True, False, False, id="pending"),
+        pytest.param(status(Phase.PENDING), True, True, False, id="pending-follow"),
+        pytest.param(status(Phase.RUNNING), True, False, False, id="running"),
+        pytest.param(status(Phase.RUNNING), True, True, True, id="running-follow"),
+        pytest.param(status(Phase.SUCCEEDED), True, False, True, id="succeeded"),
+        pytest.param(status(Phase.SUCCEEDED), True, True, True, id="succeeded-follow"),
+        pytest.param(status(Phase.FAILED), True, False, True, id="failed"),
+        pytest.param(status(Phase.CANCELLED), True, False, True, id="cancelled"),
+        pytest.param(status(Phase.SUCCEEDED), False, False, False, id="logs-pod-off"),
+        pytest.param(status(Phase.RUNNING), False, True, False, id="logs-pod-off-follow"),
+        pytest.param(status(Phase.FAILED, ()), True, False, False, id="nothing-submitted"),
+        pytest.param(Status(phase=Phase.FAILED, reason=Reason.INVALID_SPEC), True, False, False,
+                     id="invalid-spec"),
+        pytest.param(status(Phase.UNKNOWN), True, True, False, id="unknown"),
+    ],
+)
+def test_pod_due(status: Status, logs_pod: bool, follow: bool, due: bool) -> None:
+    assert pod_due(status, logs_pod=logs_pod, follow=follow) is due
+
+
+def observed_pod() -> dict[str, Any]:
+    body = json.loads((REQUESTS / "sync-running.json").read_text())
+    return body["children"]["Pod.v1"]["hello-logs"]  # type: ignore[no-any-return]
+
+
+def test_carried_over_redeclares_the_last_applied_configuration() -> None:
+    observed = observed_pod()
+    kept = carried_over(observed)
+    assert kept == json.loads(observed["metadata"]["annotations"][LAST_APPLIED])
+    assert kept is not None
+    assert "status" not in kept and "uid" not in kept["metadata"]
+    assert kept["spec"]["volumes"][0]["secret"]["secretName"] == "hpc-login"
+
+
+def with_annotation(value: object) -> dict[str, Any]:
+    observed = observed_pod()
+    observed["metadata"]["annotations"] = {LAST_APPLIED: value}
+    return observed
+
+
+@pytest.mark.parametrize(
+    "observed",
+    [
+        pytest.param(None, id="no-pod"),
+        pytest.param({"metadata": {"name": "hello-logs"}}, id="no-annotations"),
+        pytest.param({}, id="no-metadata"),
+        pytest.param(with_annotation("{not json"), id="broken-json"),
+        pytest.param(with_annotation("null"), id="null"),
+        pytest.param(with_annotation('["Pod"]'), id="not-an-object"),
+        pytest.param(with_annotation('{"kind": "Secret", "data": {}}'), id="not-a-pod"),
+        pytest.param(with_annotation(42), id="not-text"),
+    ],
+)
+def test_nothing_is_carried_over(observed: dict[str, Any] | None) -> None:
+    assert carried_over(observed) is None

@@ -1,0 +1,229 @@
+"""The life of a BatchJob: plan() for every case, and the status each outcome of a step leads to
+(BatchJob API, "Life of a BatchJob" and the reasons table)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hooks.core import lifecycle
+from hooks.core.aggregate import summarize
+from hooks.core.lifecycle import Plan, Step, plan
+from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.status import Status
+
+NOW = "2026-11-22T10:00:02Z"
+
+
+def status(phase: Phase, reason: Reason = Reason.NONE, **fields: object) -> Status:
+    defaults: dict[str, object] = {"attempt": 1, "attempt_generation": 1, "job_ids": ("4242",),
+                                   "backend": "slurm", "reachable": True}
+    return Status(phase=phase, reason=reason, **{**defaults, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("prev", "generation", "backoff", "expected"),
+    [
+        pytest.param(Status(), 1, 0, Plan(Step.SUBMIT, 1, 1, 0), id="first-submit"),
+        pytest.param(Status(), 4, 0, Plan(Step.SUBMIT, 1, 4, 0),
+                     id="first-submit-from-current-generation"),
+        pytest.param(Status(phase=Phase.FAILED, reason=Reason.INVALID_SPEC), 2, 0,
+                     Plan(Step.SUBMIT, 1, 2, 0), id="never-submitted-invalid-spec-re-evaluates"),
+        pytest.param(Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1), 1,
+                     0, Plan(Step.SUBMIT, 1, 1, 0), id="waiting-for-the-secret"),
+        pytest.param(status(Phase.PENDING, job_ids=()), 1, 0, Plan(Step.SUBMIT, 1, 1, 0),
+                     id="submitted-but-id-lost-is-looked-up-again"),
+        pytest.param(status(Phase.PENDING, Reason.SUBMITTING, job_ids=()), 1, 0,
+                     Plan(Step.SUBMIT, 1, 1, 0), id="in-flight"),
+        pytest.param(status(Phase.PENDING), 1, 0, Plan(Step.TRACK, 1, 1, 0), id="track-pending"),
+        pytest.param(status(Phase.RUNNING), 1, 0, Plan(Step.TRACK, 1, 1, 0), id="track-running"),
+        pytest.param(status(Phase.UNKNOWN, Reason.UNKNOWN_STATE), 1, 0,
+                     Plan(Step.TRACK, 1, 1, 0), id="track-unknown-state"),
+        pytest.param(status(Phase.RUNNING, Reason.CLUSTER_UNREACHABLE), 1, 0,
+                     Plan(Step.TRACK, 1, 1, 0), id="track-after-unreachable"),
+        pytest.param(status(Phase.RUNNING), 2, 0, Plan(Step.TRACK, 1, 1, 0),
+                     id="spec-change-waits-while-active"),
+        pytest.param(status(Phase.SUCCEEDED), 2, 0, Plan(Step.SUBMIT, 2, 2, 0),
+                     id="resubmit-on-spec-change-after-the-end"),
+        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL, retries=2), 2, 5,
+                     Plan(Step.SUBMIT, 2, 2, 0), id="spec-change-counts-backoff-afresh"),
+        pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 2, 0,
+                     Plan(Step.SUBMIT, 2, 2, 0), id="resubmit-lost-job-on-spec-change"),
+        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 2, Plan(Step.SUBMIT, 2, 1, 1),
+                     id="node-fail-within-backoff-limit"),
+        pytest.param(status(Phase.FAILED, Reason.PREEMPTED, retries=1), 1, 2,
+                     Plan(Step.SUBMIT, 2, 1, 2), id="preempted-within-backoff-limit"),
+        pytest.param(status(Phase.FAILED, Reason.BOOT_FAIL, attempt=3, retries=2), 1, 2,
+                     Plan(Step.IDLE, 3, 1, 2), id="backoff-limit-used-up"),
+        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 0, Plan(Step.IDLE, 1, 1, 0),
+                     id="node-fail-without-backoff-limit"),
+        pytest.param(status(Phase.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, retries=2), 1, 2,
+                     Plan(Step.IDLE, 1, 1, 2), id="backoff-limit-exceeded-is-final"),
+        pytest.param(status(Phase.FAILED, Reason.NON_ZERO_EXIT_CODE), 1, 3,
+                     Plan(Step.IDLE, 1, 1, 0), id="job-failure-is-not-retried"),
+        pytest.param(status(Phase.FAILED, Reason.TIMEOUT), 1, 3, Plan(Step.IDLE, 1, 1, 0),
+                     id="timeout-is-not-retried"),
+        pytest.param(status(Phase.FAILED, Reason.OUT_OF_MEMORY), 1, 3, Plan(Step.IDLE, 1, 1, 0),
+                     id="oom-is-not-retried"),
+        pytest.param(status(Phase.FAILED, Reason.SUBMIT_FAILED, job_ids=()), 1, 3,
+                     Plan(Step.IDLE, 1, 1, 0), id="refused-submission-is-final"),
+        pytest.param(status(Phase.SUCCEEDED), 1, 0, Plan(Step.IDLE, 1, 1, 0),
+                     id="idle-when-succeeded"),
+        pytest.param(status(Phase.CANCELLED, Reason.CANCELLED_ON_CLUSTER), 1, 0,
+                     Plan(Step.IDLE, 1, 1, 0), id="idle-when-cancelled"),
+        pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 1, 0,
+                     Plan(Step.IDLE, 1, 1, 0), id="idle-when-lost"),
+    ],
+)
+def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> None:
+    assert plan(prev, generation=generation, backoff_limit=backoff) == expected
+
+
+def test_submitted() -> None:
+    new = lifecycle.submitted(Status(), Plan(Step.SUBMIT, 1, 3, 0), backend="slurm",
+                              job_id="4242", now=NOW)
+    assert (new.phase, new.reason, new.job_ids, new.attempt, new.attempt_generation) == (
+        Phase.PENDING, Reason.NONE, ("4242",), 1, 3
+    )
+    assert (new.active, new.submit_time, new.reachable) == (1, NOW, True)
+
+
+def test_a_new_attempt_starts_from_a_clean_status() -> None:
+    prev = status(Phase.FAILED, Reason.NODE_FAIL, failed=1, exit_code=0,
+                  completion_time="2026-11-22T09:00:00Z", start_time="2026-11-22T08:00:00Z")
+    new = lifecycle.submitted(prev, Plan(Step.SUBMIT, 2, 1, 1), backend="slurm",
+                              job_id="4300", now=NOW)
+    assert (new.attempt, new.retries, new.job_ids, new.failed, new.exit_code) == (
+        2, 1, ("4300",), 0, None
+    )
+    assert (new.start_time, new.completion_time) == (None, None)
+
+
+def test_in_flight() -> None:
+    new = lifecycle.in_flight(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm")
+    assert (new.phase, new.reason, new.job_ids) == (Phase.PENDING, Reason.SUBMITTING, ())
+
+
+def test_refused() -> None:
+    new = lifecycle.refused(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm",
+                            message="sbatch: error: Invalid partition name specified")
+    assert (new.phase, new.reason, new.active) == (Phase.FAILED, Reason.SUBMIT_FAILED, 0)
+    assert new.message.endswith("sbatch: error: Invalid partition name specified")
+    assert new.finished
+
+
+def observe(prev: Status, p: Plan, tasks: list[TaskState], *, generation: int = 1,
+            backoff: int = 0) -> Status:
+    summary = summarize(tasks, expected=[t.task_id for t in tasks], single=len(tasks) == 1,
+                        seconds_since_submit=30)
+    return lifecycle.observed(prev, p, summary, backend="slurm", generation=generation,
+                              backoff_limit=backoff)
+
+
+def test_observed_running() -> None:
+    prev = status(Phase.PENDING, submit_time=NOW)
+    new = observe(prev, Plan(Step.TRACK, 1, 1, 0),
+                  [TaskState("4242", Outcome.RUNNING, start_time="2026-11-22T10:00:05Z")])
+    assert (new.phase, new.active, new.submit_time, new.start_time) == (
+        Phase.RUNNING, 1, NOW, "2026-11-22T10:00:05Z"
+    )
+
+
+def test_observed_while_the_spec_changed_says_the_change_waits() -> None:
+    new = observe(status(Phase.RUNNING), Plan(Step.TRACK, 1, 1, 0),
+                  [TaskState("4242", Outcome.RUNNING)], generation=2)
+    assert new.phase is Phase.RUNNING
+    assert new.attempt_generation == 1
+    assert "generation 2" in new.message and "waits for the end" in new.message
+
+
+def test_observed_after_the_end_with_a_changed_spec_does_not_say_it_waits() -> None:
+    new = observe(status(Phase.RUNNING), Plan(Step.TRACK, 1, 1, 0),
+                  [TaskState("4242", Outcome.SUCCEEDED, exit_code=0)], generation=2)
+    assert "waits" not in new.message
+
+
+@pytest.mark.parametrize(
+    ("retries", "backoff", "reason"),
+    [
+        pytest.param(0, 0, Reason.NODE_FAIL, id="no-backoff-limit"),
+        pytest.param(0, 2, Reason.NODE_FAIL, id="retries-left"),
+        pytest.param(1, 2, Reason.NODE_FAIL, id="one-retry-left"),
+        pytest.param(2, 2, Reason.BACKOFF_LIMIT_EXCEEDED, id="used-up"),
+    ],
+)
+def test_backoff_limit_exceeded(retries: int, backoff: int, reason: Reason) -> None:
+    new = observe(status(Phase.RUNNING, retries=retries), Plan(Step.TRACK, 1, 1, retries),
+                  [TaskState("4242", Outcome.FAILED, Reason.NODE_FAIL, "A node of the job failed",
+                             exit_code=0)], backoff=backoff)
+    assert (new.phase, new.reason) == (Phase.FAILED, reason)
+    if reason is Reason.BACKOFF_LIMIT_EXCEEDED:
+        assert "backoffLimit" in new.message
+        assert plan(new, generation=1, backoff_limit=backoff).step is Step.IDLE
+    else:
+        expected = Step.SUBMIT if retries < backoff else Step.IDLE
+        assert plan(new, generation=1, backoff_limit=backoff).step is expected
+
+
+@pytest.mark.parametrize(
+    "prev",
+    [
+        pytest.param(status(Phase.RUNNING, start_time="2026-11-22T10:00:05Z"), id="running"),
+        pytest.param(status(Phase.PENDING, Reason.HELD, message="held"), id="held"),
+        pytest.param(status(Phase.UNKNOWN, Reason.UNKNOWN_STATE), id="unknown"),
+    ],
+)
+def test_unreachable_while_tracking_keeps_the_last_known_phase(prev: Status) -> None:
+    new = lifecycle.unreachable(prev, Plan(Step.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
+                                "Connection refused.", backend="slurm")
+    assert (new.phase, new.job_ids, new.start_time, new.attempt) == (
+        prev.phase, prev.job_ids, prev.start_time, prev.attempt
+    )
+    assert (new.reason, new.message) == (Reason.CLUSTER_UNREACHABLE, "Connection refused.")
+    assert (new.reachable, new.reachability_reason) == (False, "ClusterUnreachable")
+
+
+def test_unreachable_after_the_end_keeps_the_final_status() -> None:
+    prev = status(Phase.SUCCEEDED, message="The job completed.", exit_code=0)
+    new = lifecycle.unreachable(prev, Plan(Step.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
+                                "Connection refused.", backend="slurm")
+    assert replace(new, reachable=True, reachability_reason="", reachability_message="") == prev
+    assert new.reachable is False
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET, Reason.HOST_KEY_MISMATCH,
+     Reason.AUTHENTICATION_FAILED, Reason.CLUSTER_UNREACHABLE],
+)
+def test_unreachable_before_submission_waits_in_pending(reason: Reason) -> None:
+    new = lifecycle.unreachable(Status(), Plan(Step.SUBMIT, 1, 1, 0), reason, "Why.",
+                                backend="slurm")
+    assert (new.phase, new.reason, new.message, new.job_ids) == (Phase.PENDING, reason, "Why.",
+                                                                 ())
+    assert new.reachable is False
+
+
+def test_invalid_spec() -> None:
+    new = lifecycle.invalid_spec(Status(), "spec.script must be a batch script starting with "
+                                 '"#!".', backend="slurm")
+    assert (new.phase, new.reason, new.active, new.backend) == (
+        Phase.FAILED, Reason.INVALID_SPEC, 0, "slurm"
+    )
+    assert new.message.startswith("spec.script")
+
+
+@pytest.mark.parametrize(
+    ("cancelled", "phase", "reason"),
+    [
+        pytest.param(1, Phase.CANCELLED, Reason.DELETED, id="cancelled-by-finalize"),
+        pytest.param(0, Phase.RUNNING, Reason.NONE, id="nothing-to-cancel"),
+    ],
+)
+def test_deleted(cancelled: int, phase: Phase, reason: Reason) -> None:
+    prev = status(Phase.RUNNING, active=1)
+    new = lifecycle.deleted(prev, cancelled=cancelled)
+    assert (new.phase, new.reason) == (phase, reason)
+    if cancelled:
+        assert (new.active, new.cancelled) == (0, 1)

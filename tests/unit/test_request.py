@@ -1,0 +1,181 @@
+"""Metacontroller requests (examples/requests/*.json): hook versions v1 and v2, the composite and
+decorator shapes and the first sync all become the same HookRequest; malformed bodies raise
+BadHookRequest, which the app answers with a JSON 400."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hooks.core import status
+from hooks.core.request import BadHookRequest, HookRequest, parse_customize, parse_sync
+
+REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
+
+
+def load(name: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads((REQUESTS / f"{name}.json").read_text())
+    return body
+
+
+def identity(req: HookRequest) -> tuple[Any, ...]:
+    return (req.name, req.namespace, req.uid, req.generation, req.finalizing,
+            req.parent.get("spec"), req.parent.get("status"))
+
+
+def test_v1_and_v2_keys_give_the_same_request() -> None:
+    v1, v2 = parse_sync(load("sync-running")), parse_sync(load("sync-v2"))
+    assert identity(v1) == identity(v2)
+    assert dict(v1.pods) == dict(v2.pods)
+    assert dict(v1.secrets) == dict(v2.secrets)
+    assert list(v2.pods) == ["hello-logs"]
+    assert list(v2.secrets) == ["hpc-login"]
+
+
+def test_v2_drops_objects_of_other_namespaces() -> None:
+    body = load("sync-v2")
+    pod = body["children"]["Pod.v1"]["research/hello-logs"]
+    body["children"]["Pod.v1"]["elsewhere/hello-logs"] = {**pod, "marker": "foreign"}
+    body["related"]["Secret.v1"]["elsewhere/hpc-login"] = {"data": {}}
+    req = parse_sync(body)
+    assert "marker" not in req.pods["hello-logs"]
+    assert req.secrets["hpc-login"]["data"]
+
+
+def test_composite_and_decorator_shapes_give_the_same_request() -> None:
+    composite, decorator = parse_sync(load("sync-first")), parse_sync(load("decorator-sync"))
+    assert (composite.shape, decorator.shape) == ("composite", "decorator")
+    assert identity(composite) == identity(decorator)
+    assert dict(composite.secrets) == dict(decorator.secrets)
+    assert dict(composite.pods) == dict(decorator.pods) == {}
+
+
+def test_first_sync() -> None:
+    body = load("sync-first")
+    assert body["children"] == {"Pod.v1": {}}
+    req = parse_sync(body)
+    assert (req.pods, req.finalizing, req.generation) == ({}, False, 1)
+    assert req.parent.get("status") is None
+    assert status.from_raw(req.parent.get("status")) == status.Status()
+
+
+def test_finalize() -> None:
+    req = parse_sync(load("finalize"))
+    assert req.finalizing is True
+    assert req.metadata["deletionTimestamp"] == "2026-11-22T10:03:00Z"
+
+
+def test_parse_sync_does_not_change_the_body() -> None:
+    body = load("sync-v2")
+    before = copy.deepcopy(body)
+    parse_sync(body)
+    assert body == before
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param({"children": None}, {}, id="children-null"),
+        pytest.param({"children": {}}, {}, id="group-missing"),
+        pytest.param({"children": {"Pod.v1": None}}, {}, id="group-null"),
+        pytest.param({"related": None}, None, id="related-null"),
+    ],
+)
+def test_absent_groups_are_empty(change: dict[str, Any], expected: dict[str, Any] | None) -> None:
+    req = parse_sync({**load("sync-running"), **change})
+    if expected is not None:
+        assert dict(req.pods) == expected
+    else:
+        assert dict(req.secrets) == {}
+
+
+def test_generation_defaults_to_one() -> None:
+    body = load("sync-first")
+    del body["parent"]["metadata"]["generation"]
+    assert parse_sync(body).generation == 1
+
+
+def broken(name: str, path: str, value: Any) -> dict[str, Any]:
+    """``name``'s body with the value at dotted ``path`` replaced (``...`` deletes it)."""
+    body = load(name)
+    *parents, last = path.split(".")
+    node = body
+    for key in parents:
+        node = node[key]
+    if value is ...:
+        del node[last]
+    else:
+        node[last] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param([], id="list"),
+        pytest.param("sync", id="string"),
+        pytest.param(None, id="null"),
+        pytest.param(42, id="number"),
+        pytest.param({}, id="empty-object"),
+        pytest.param(broken("sync-running", "parent", ...), id="no-parent"),
+        pytest.param(broken("sync-running", "parent", []), id="parent-not-an-object"),
+        pytest.param(broken("decorator-sync", "object", None), id="decorator-object-null"),
+        pytest.param(broken("sync-running", "parent.metadata", ...), id="no-metadata"),
+        pytest.param(broken("sync-running", "parent.metadata", "x"), id="metadata-string"),
+        pytest.param(broken("sync-running", "parent.metadata.uid", ...), id="no-uid"),
+        pytest.param(broken("sync-running", "parent.metadata.uid", ""), id="empty-uid"),
+        pytest.param(broken("sync-running", "parent.metadata.uid", 7), id="uid-number"),
+        pytest.param(broken("sync-running", "parent.metadata.name", ...), id="no-name"),
+        pytest.param(broken("sync-running", "parent.metadata.namespace", ...),
+                     id="no-namespace"),
+        pytest.param(broken("sync-running", "parent.metadata.generation", "3"),
+                     id="generation-string"),
+        pytest.param(broken("sync-running", "parent.metadata.generation", True),
+                     id="generation-bool"),
+        pytest.param(broken("sync-running", "parent.metadata.generation", 1.5),
+                     id="generation-float"),
+        pytest.param(broken("sync-running", "parent.spec", ["x"]), id="spec-list"),
+        pytest.param(broken("sync-running", "parent.status", "Running"), id="status-string"),
+        pytest.param(broken("sync-running", "children", "x"), id="children-string"),
+        pytest.param(broken("sync-running", "children", ["x"]), id="children-list"),
+        pytest.param({**load("sync-running"), "children": {"Pod.v1": ["hello-logs"]}},
+                     id="children-group-list"),
+        pytest.param({**load("sync-running"), "children": {"Pod.v1": "hello-logs"}},
+                     id="children-group-string"),
+        pytest.param({**load("sync-running"), "children": {"Pod.v1": {"hello-logs": "x"}}},
+                     id="child-not-an-object"),
+        pytest.param({**load("sync-running"), "related": {"Secret.v1": ["hpc-login"]}},
+                     id="related-group-list"),
+        pytest.param({**load("decorator-sync"), "attachments": {"Pod.v1": [1]}},
+                     id="attachments-group-list"),
+        pytest.param(broken("sync-running", "finalizing", "false"), id="finalizing-string"),
+    ],
+)
+def test_malformed_sync(body: Any) -> None:
+    with pytest.raises(BadHookRequest) as caught:
+        parse_sync(body)
+    assert str(caught.value)
+    assert "Traceback" not in str(caught.value)
+
+
+def test_customize() -> None:
+    parent = parse_customize(load("customize"))
+    assert parent["spec"]["cluster"]["secretRef"]["name"] == "hpc-login"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param([], id="list"),
+        pytest.param({}, id="no-parent"),
+        pytest.param(broken("customize", "parent.metadata", ...), id="no-metadata"),
+        pytest.param(broken("customize", "parent.metadata.uid", ...), id="no-uid"),
+    ],
+)
+def test_malformed_customize(body: Any) -> None:
+    with pytest.raises(BadHookRequest):
+        parse_customize(body)

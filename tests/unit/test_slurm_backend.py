@@ -1,0 +1,220 @@
+"""The SLURM backend's pure parts: the sbatch command line, the guarded submission's answer,
+and how squeue and sacct answers become task states (a fake connection, no SSH)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hooks.backends import guard
+from hooks.backends.base import SchedulerError, Submitted
+from hooks.backends.slurm import SlurmBackend, sbatch_argv, submit_outcome
+from hooks.core.model import JobRef, JobRequest, Outcome, Reason
+from hooks.core.spec import parse_spec
+from hooks.ssh.client import Completed
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "slurm"
+UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
+
+
+def recorded(name: str) -> str:
+    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("#"))
+
+
+def job(attempt: int = 1, **spec: Any) -> JobRequest:
+    raw = {
+        "backend": "slurm",
+        "cluster": {"host": "login.hpc.example.org", "secretRef": {"name": "hpc-login"}},
+        "script": "#!/bin/bash\necho hi\n",
+        **spec,
+    }
+    return JobRequest("research", "hello", UID, attempt, parse_spec(raw))
+
+
+def test_sbatch_argv_carries_the_attempts_identity() -> None:
+    argv = sbatch_argv(job(attempt=3), f"hpcb-{UID}-3")
+    assert argv[:2] == ["sbatch", "--parsable"]
+    assert f"--job-name=hpcb-{UID}-3" in argv
+    assert "--comment=research/hello" in argv
+    assert "--output=%j.out" in argv
+    assert "--error=%j.err" in argv
+    assert argv[-1] == "script"
+
+
+def test_sbatch_argv_maps_resources_and_options() -> None:
+    argv = sbatch_argv(
+        job(
+            resources={"cpus": 2, "memory": "4Gi", "gpus": 1, "timeLimit": "1d12h", "nodes": 1},
+            slurm={"partition": "debug", "account": "research", "qos": "normal",
+                   "array": "0-3"},
+        ),
+        "n",
+    )
+    for expected in (
+        "--cpus-per-task=2", "--mem=4096M", "--gpus=1", "--time=1-12:00:00", "--nodes=1",
+        "--partition=debug", "--account=research", "--qos=normal", "--array=0-3",
+        "--output=%A_%a.out", "--error=%A_%a.err",
+    ):
+        assert expected in argv
+
+
+def test_sbatch_argv_puts_extra_args_last_as_separate_arguments() -> None:
+    argv = sbatch_argv(
+        job(slurm={"extraArgs": ["--constraint=haswell", "--mail-type", "END"]}), "n"
+    )
+    assert argv[-4:] == ["--constraint=haswell", "--mail-type", "END", "script"]
+
+
+def test_sbatch_argv_leaves_unset_options_out() -> None:
+    argv = sbatch_argv(job(), "n")
+    assert not [a for a in argv if a.startswith(("--mem", "--time", "--array", "--partition"))]
+
+
+def test_guarded_submission_sends_the_script_on_stdin_and_never_in_argv() -> None:
+    script = "#!/bin/bash\necho 'secret-looking $(rm -rf /)'\n"
+    request = job(script=script)
+    argv, stdin = guard.command(
+        remote_dir=request.remote_dir, files=[("script", script.encode())],
+        submit=sbatch_argv(request, "n"), lookup="true", transient="x",
+        stale_seconds=guard.STALE_SECONDS,
+    )
+    assert stdin == script.encode()
+    assert not any(script in arg for arg in argv)
+    assert request.remote_dir in argv
+    assert argv[-len(sbatch_argv(request, "n")):] == sbatch_argv(request, "n")
+
+
+def completed(out: str = "", err: str = "", status: int = 0) -> Completed:
+    return Completed(status, out.encode(), err.encode())
+
+
+@pytest.mark.parametrize(
+    ("result", "kind", "job_id", "message"),
+    [
+        pytest.param(completed("submitted 4242\n"), Submitted.NEW, "4242", "4242", id="new"),
+        pytest.param(completed("existing 4242\n"), Submitted.EXISTING, "4242", "4242",
+                     id="existing"),
+        pytest.param(completed("inflight\n"), Submitted.IN_FLIGHT, "", "", id="in-flight"),
+        pytest.param(
+            completed("refused sbatch: error: Batch job submission failed: Invalid partition "
+                      "name specified\n"),
+            Submitted.REFUSED, "",
+            "sbatch: error: Batch job submission failed: Invalid partition name specified",
+            id="refused",
+        ),
+        pytest.param(
+            completed("transient sbatch: error: Unable to contact slurm controller\n"),
+            Submitted.TRANSIENT, "", "sbatch: error: Unable to contact slurm controller",
+            id="transient",
+        ),
+        pytest.param(completed("submitted 4;cluster\n"), Submitted.REFUSED, "",
+                     "sbatch printed '4;cluster'", id="not-a-number"),
+    ],
+)
+def test_submit_outcome(result: Completed, kind: Submitted, job_id: str, message: str) -> None:
+    outcome = submit_outcome(result)
+    assert (outcome.kind, outcome.job_id, outcome.message) == (kind, job_id, message)
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        pytest.param(completed("error cannot create .hpcbridge/research/hello\n"),
+                     "error cannot create .hpcbridge/research/hello", id="guard-error"),
+        pytest.param(completed("", "sh: 1: timeout: not found\n", 127),
+                     "sh: 1: timeout: not found", id="exit-status"),
+        pytest.param(completed("", "", 1), "submission exited 1", id="silent-failure"),
+    ],
+)
+def test_submit_outcome_raises_scheduler_error(result: Completed, message: str) -> None:
+    with pytest.raises(SchedulerError) as caught:
+        submit_outcome(result)
+    assert str(caught.value) == message
+
+
+class FakeConnection:
+    """Answers squeue and sacct with canned text and records what was run."""
+
+    def __init__(self, squeue: Completed, sacct: Completed | None = None) -> None:
+        self.answers = {"squeue": squeue, "sacct": sacct or completed("")}
+        self.commands: list[Sequence[str]] = []
+
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
+        self.commands.append(argv)
+        command = "sacct" if "sacct" in argv else "squeue"
+        return self.answers[command]
+
+    @property
+    def ran_sacct(self) -> bool:
+        return any("sacct" in argv for argv in self.commands)
+
+
+def query(conn: FakeConnection, key: str, job_id: str) -> list[Any]:
+    tasks = SlurmBackend().query(conn, [JobRef(key, job_id)], timeout=5)  # type: ignore[arg-type]
+    return sorted(tasks[key], key=lambda t: t.task_id)
+
+
+def line(task_id: str, name: str, state: str, reason: str = "None") -> str:
+    return f"{task_id}|{name}|{state}|{reason}|2026-11-22T10:00:00|2026-11-22T10:00:01|NONE|" \
+           f"{task_id.split('_')[0]}\n"
+
+
+def test_query_reads_squeue_while_the_job_is_active() -> None:
+    conn = FakeConnection(completed(line("4242", f"hpcb-{UID}-1", "RUNNING")))
+    task, = query(conn, f"{UID}-1", "4242")
+    assert (task.task_id, task.outcome) == ("4242", Outcome.RUNNING)
+    assert not conn.ran_sacct
+
+
+def test_query_falls_back_to_sacct_after_min_job_age() -> None:
+    sacct = f"4242|hpcb-{UID}-1|FAILED|3:0|2026-11-22T10:00:00|2026-11-22T10:00:01|" \
+            "2026-11-22T10:00:09|None\n"
+    conn = FakeConnection(completed(recorded("squeue.txt")), completed(sacct))
+    task, = query(conn, f"{UID}-1", "4242")
+    assert (task.outcome, task.reason, task.exit_code) == (
+        Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE, 3
+    )
+    assert conn.ran_sacct
+
+
+def test_query_ignores_other_jobs_of_the_login_user() -> None:
+    conn = FakeConnection(completed(recorded("squeue.txt")), completed(recorded("sacct.txt")))
+    assert query(conn, f"{UID}-1", "4242") == []
+
+
+def test_query_reads_compressed_array_records_from_sacct() -> None:
+    name = f"hpcb-{UID}-1"
+    sacct = recorded("sacct.txt").replace("|parr|", f"|{name}|")
+    conn = FakeConnection(completed(""), completed(sacct))
+    tasks = query(conn, f"{UID}-1", "2")
+    assert [(t.task_id, t.outcome) for t in tasks] == [
+        ("2_0", Outcome.CANCELLED), ("2_2", Outcome.CANCELLED), ("2_3", Outcome.CANCELLED)
+    ]
+
+
+@pytest.mark.parametrize(
+    "squeue",
+    [
+        pytest.param(completed("", "squeue: error: Unable to contact slurm controller "
+                                   "(connect failure)\n", 1), id="slurmctld-down"),
+    ],
+)
+def test_query_raises_when_the_scheduler_does_not_answer(squeue: Completed) -> None:
+    with pytest.raises(SchedulerError, match="Unable to contact slurm controller"):
+        query(FakeConnection(squeue), f"{UID}-1", "4242")
+
+
+def test_active_jobs_lists_only_this_batchjobs_active_tasks() -> None:
+    text = (
+        line("10", f"hpcb-{UID}-1", "COMPLETED")
+        + line("11_0", f"hpcb-{UID}-2", "RUNNING")
+        + line("11_1", f"hpcb-{UID}-2", "PENDING", "JobHeldUser")
+        + line("12", "hpcb-other-uid-1", "RUNNING")
+    )
+    active = SlurmBackend().active_jobs(FakeConnection(completed(text)),  # type: ignore[arg-type]
+                                        UID, timeout=5)
+    assert list(active) == ["11_0", "11_1"]
