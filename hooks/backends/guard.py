@@ -27,7 +27,9 @@ mkdir -p -- "${d%/*}" || { echo "error cannot create ${d%/*}"; exit 0; }
 say_existing() { printf 'existing %s\n' "$(head -n 1 -- "$d/jobid")"; exit 0; }
 if ! mkdir -- "$d" 2>/dev/null; then
   [ -s "$d/jobid" ] && say_existing
-  [ -e "$d/refused" ] && { printf 'refused %s\n' "$(tail -n 1 -- "$d/refused")"; exit 0; }
+  if [ -e "$d/refused" ]; then
+    printf 'refused %s\n' "$(grep -v '^[[:space:]]*$' "$d/refused" | tail -n 1)"; exit 0
+  fi
   n=0; while [ -d "$d/takeover.$((n + 1))" ]; do n=$((n + 1)); done
   marker=$d; [ "$n" -gt 0 ] && marker=$d/takeover.$n
   age=$(( $(date +%s) - $(stat -c %Y -- "$marker") ))
@@ -51,10 +53,10 @@ if "$@" > submit.out 2> submit.err; then
   printf '%s\n' "$id" > jobid.tmp && mv -f jobid.tmp jobid
   printf 'submitted %s\n' "$id"
 elif grep -Eq -- "$transient" submit.err; then
-  printf 'transient %s\n' "$(tail -n 1 submit.err)"
+  printf 'transient %s\n' "$(grep -v '^[[:space:]]*$' submit.err | tail -n 1)"
 else
   cp submit.err refused
-  printf 'refused %s\n' "$(tail -n 1 submit.err)"
+  printf 'refused %s\n' "$(grep -v '^[[:space:]]*$' submit.err | tail -n 1)"
 fi
 """
 

@@ -45,10 +45,12 @@ class SlurmBackend:
 
     def submit(self, conn: Remote, job: JobRequest, *, timeout: float) -> SubmitOutcome:
         name = self.job_name(job.key)
+        quoted = shlex.quote(name)
         lookup = (
-            f"TZ=UTC squeue -h -t all --name={shlex.quote(name)} -o %F | head -n 1 | grep . || "
-            f"TZ=UTC sacct -n -X -P -S now-60days --name={shlex.quote(name)} -o JobID "
-            "| head -n 1 | cut -d _ -f 1"
+            f"found=$(squeue -h -t all --name={quoted} -o %F) || exit 1; "
+            'if [ -z "$found" ]; then '
+            f"found=$(sacct -n -X -P -S now-60days --name={quoted} -o JobID) || exit 1; fi; "
+            'printf "%s\n" "$found" | head -n 1 | cut -d _ -f 1'
         )
         argv, stdin = guard.command(
             remote_dir=job.remote_dir,

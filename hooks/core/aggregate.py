@@ -50,19 +50,18 @@ def summarize(
 ) -> Summary:
     """Aggregate what the scheduler reported for one attempt. Pure: no I/O.
 
-    ``expected`` lists the task ids the attempt should have (from the array or queue size).
-    While the scheduler shows none of the attempt yet they count as pending; once nothing is
-    visible ``NOT_VISIBLE_GRACE_SECONDS`` after submission the job is Unknown/JobNotFound.
+    ``expected`` lists the task ids the attempt should have (from the array or queue size);
+    those the scheduler does not show yet count as pending. Once nothing at all is visible
+    ``NOT_VISIBLE_GRACE_SECONDS`` after submission, the job is Unknown/JobNotFound.
     """
     by_id = {task.task_id: task for task in observed}
     if not by_id and seconds_since_submit >= NOT_VISIBLE_GRACE_SECONDS:
         return _not_found(expected)
-    if not by_id:
-        by_id = {
-            task_id: TaskState(task_id, Outcome.PENDING,
-                               message="The job is not visible on the cluster yet")
-            for task_id in expected
-        }
+    for task_id in expected:
+        # A job that became an array (its script asked for one) reports its tasks instead.
+        if task_id not in by_id and not any(t.startswith(f"{task_id}_") for t in by_id):
+            by_id[task_id] = TaskState(task_id, Outcome.PENDING,
+                                       message="The job is not visible on the cluster yet")
     tasks = sorted(by_id.values(), key=lambda t: task_order(t.task_id))
     groups = {outcome: [t for t in tasks if t.outcome is outcome] for outcome in Outcome}
     active = groups[Outcome.RUNNING] + groups[Outcome.PENDING]

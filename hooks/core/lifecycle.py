@@ -38,6 +38,9 @@ def plan(prev: Status, *, generation: int, backoff_limit: int) -> Plan:
     if prev.attempt == 0:
         # Nothing was ever submitted for this BatchJob.
         return Plan(Step.SUBMIT, 1, generation, 0)
+    if prev.reason is Reason.JOB_NOT_FOUND and prev.attempt_generation < generation:
+        # The lost attempt cannot end by itself; the edited spec gets a new attempt.
+        return Plan(Step.SUBMIT, prev.attempt + 1, generation, 0)
     if not prev.finished:
         # A submission whose id never reached the status is looked up again by submitting it.
         step = Step.TRACK if prev.job_ids else Step.SUBMIT
@@ -132,8 +135,10 @@ def unreachable(prev: Status, p: Plan, reason: Reason, message: str, *, backend:
         base = prev if prev.finished else replace(prev, reason=reason, message=message)
     else:
         base = replace(_fresh(prev, p, backend), reason=reason, message=message)
+    contacted = reason not in (Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
     return replace(
-        base, reachable=False, reachability_reason=str(reason), reachability_message=message
+        base, reachable=False if contacted else None, reachability_reason=str(reason),
+        reachability_message=message,
     )
 
 

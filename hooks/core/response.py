@@ -48,7 +48,8 @@ def resync_after(status: Status, *, previous: object, uid: str, now: datetime.da
     BatchJobs created together do not resync in lock-step.
     """
     if status.reachable is False:
-        quiet = _seconds_since(previous, "ClusterReachable", now)
+        was_down = _condition_status(previous, "ClusterReachable") == "False"
+        quiet = _seconds_since(previous, "ClusterReachable", now) if was_down else 0.0
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
     elif status.reason is Reason.SUBMITTING:
         base = MIN_POLL
@@ -63,9 +64,18 @@ def resync_after(status: Status, *, previous: object, uid: str, now: datetime.da
 
 
 def _jitter(uid: str) -> float:
-    """A factor in [0.85, 1.15) fixed per BatchJob."""
+    """A factor in [0.75, 1.0) fixed per BatchJob, so jittered intervals stay within the caps."""
     digest = hashlib.sha256(uid.encode()).digest()
-    return 0.85 + 0.3 * int.from_bytes(digest[:2], "big") / 65536
+    return 0.75 + 0.25 * int.from_bytes(digest[:2], "big") / 65536
+
+
+def _condition_status(previous: object, kind: str) -> str:
+    if not isinstance(previous, Mapping):
+        return ""
+    for condition in previous.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return str(condition.get("status"))
+    return ""
 
 
 def _seconds_since(previous: object, kind: str, now: datetime.datetime) -> float:

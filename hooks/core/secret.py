@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,9 +30,9 @@ class Credentials:
         Connections and cached scheduler answers are shared only between BatchJobs whose
         fingerprints are equal.
         """
-        parts = (host, str(port), str(insecure), self.username, self.private_key or "",
-                 self.passphrase or "", self.password or "", self.known_hosts or "")
-        digest = hashlib.sha256("\0".join(parts).encode())
+        parts = [host, port, insecure, self.username, self.private_key, self.passphrase,
+                 self.password, self.known_hosts]
+        digest = hashlib.sha256(json.dumps(parts).encode())
         return digest.hexdigest()[:32]
 
 

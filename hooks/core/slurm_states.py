@@ -77,9 +77,9 @@ def to_task(record: SlurmRecord) -> TaskState:
         outcome=outcome,
         reason=reason,
         message=_message(state, record.state, reason, pending_reason, code, signal),
-        exit_code=code if outcome in (Outcome.SUCCEEDED, Outcome.FAILED) else None,
+        exit_code=code if _job_outcome(outcome, reason) and not signal else None,
         submit_time=_time(record.submit_time),
-        start_time=_time(record.start_time),
+        start_time=_time(record.start_time) if outcome is not Outcome.PENDING else None,
         end_time=_time(record.end_time) if not outcome.active else None,
     )
 
@@ -94,12 +94,17 @@ def _message(
     if state == "PENDING":
         return f"The job is queued ({pending})" if pending else "The job is queued"
     if reason is Reason.NON_ZERO_EXIT_CODE and signal:
-        return f"The job was killed by signal {signal}"
+        return f"The job failed with exit status {code}:{signal} (code:signal)"
     if reason is Reason.NON_ZERO_EXIT_CODE and code is not None:
         return f"The job exited with code {code}"
     if reason is Reason.CANCELLED_ON_CLUSTER and " by " in raw:
         return f"The job was cancelled on the cluster ({raw.split(' ', 1)[1]})"
     return _MESSAGES.get(reason, "")
+
+
+def _job_outcome(outcome: Outcome, reason: Reason) -> bool:
+    """Whether the job's own exit ended it (not a time limit, a node or a cancellation)."""
+    return outcome is Outcome.SUCCEEDED or reason is Reason.NON_ZERO_EXIT_CODE
 
 
 def _exit_code(text: str) -> tuple[int | None, int | None]:

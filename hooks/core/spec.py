@@ -20,10 +20,15 @@ RESERVED_SLURM_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
 )
 RESERVED_SLURM_SHORT = frozenset("JoeaD")
+SLURM_SHORT_FLAGS = frozenset("HhkOQsuVvW")
+"""sbatch's short options that take no value: others may be bundled after them (``-vJx``)."""
 RESERVED_HTCONDOR_KEYS = frozenset(
     {
         "executable", "arguments", "output", "error", "log", "queue", "universe",
         "leave_in_queue", "batch_name", "+hpcbridgekey", "my.hpcbridgekey",
+        # Beyond the API's list: each would move the outputs or undo the time limit.
+        "initialdir", "transfer_output_remaps", "+periodicremove", "my.periodicremove",
+        "+leavejobinqueue", "my.leavejobinqueue", "+jobbatchname", "my.jobbatchname",
     }
 )
 
@@ -130,10 +135,12 @@ def _resources(raw: Mapping[str, Any], backend: object) -> Resources:
     memory = raw.get("memory")
     try:
         seconds = None if time_limit is None else units.parse_time_limit(str(time_limit))
+    except ValueError as err:
+        raise SpecError(f"spec.resources.timeLimit: {err}.") from err
+    try:
         mib = None if memory is None else units.parse_memory_mib(memory)
     except ValueError as err:
-        field = "timeLimit" if "duration" in str(err) or "zero" in str(err) else "memory"
-        raise SpecError(f"spec.resources.{field}: {err}.") from err
+        raise SpecError(f"spec.resources.memory: {err}.") from err
     return Resources(
         cpus=_optional_int(raw.get("cpus"), "spec.resources.cpus", minimum=1),
         memory_mib=mib,
@@ -168,6 +175,8 @@ def reserved_slurm_option(arg: str) -> str | None:
 
     >>> reserved_slurm_option("--out=/tmp/x"), reserved_slurm_option("-Jname")
     ('--output', '-J')
+    >>> reserved_slurm_option("-vJx")
+    '-J'
     >>> reserved_slurm_option("--constraint=haswell") is None
     True
     """
@@ -177,25 +186,29 @@ def reserved_slurm_option(arg: str) -> str | None:
             if name and reserved.startswith(name):
                 return f"--{reserved}"
         return None
-    if arg.startswith("-") and len(arg) > 1 and arg[1] in RESERVED_SLURM_SHORT:
-        return arg[:2]
+    if arg.startswith("-"):
+        for letter in arg[1:]:
+            if letter in RESERVED_SLURM_SHORT:
+                return f"-{letter}"
+            if letter not in SLURM_SHORT_FLAGS:
+                return None
     return None
 
 
 def _check_extra_args(args: list[str]) -> None:
-    previous_takes_value = False
+    """Each element is one option with its value attached (``--name=value``, ``-pdebug``):
+    a separate value or a bare ``--`` could make sbatch take a path as the batch script."""
     for arg in args:
         reserved = reserved_slurm_option(arg)
         if reserved:
             raise SpecError(
                 f"spec.slurm.extraArgs sets {reserved}, which hpcbridge manages; remove it."
             )
-        if not arg.startswith("-") and not previous_takes_value:
+        if not arg.startswith("-") or arg == "--":
             raise SpecError(
-                f"spec.slurm.extraArgs has {arg!r}, which is not an option; "
-                "write options as --name=value."
+                f"spec.slurm.extraArgs has {arg!r}; write each option with its value in one "
+                "element, like --constraint=haswell."
             )
-        previous_takes_value = arg.startswith("-") and "=" not in arg and not previous_takes_value
 
 
 def _htcondor(raw: Mapping[str, Any]) -> HTCondorOptions:

@@ -42,8 +42,8 @@ class Status:
 
     @property
     def finished(self) -> bool:
-        """The attempt is over: terminal, or lost for good (JobNotFound)."""
-        return self.phase in TERMINAL_PHASES or self.reason is Reason.JOB_NOT_FOUND
+        """The attempt is over."""
+        return self.phase in TERMINAL_PHASES
 
     def reached(self) -> Status:
         return replace(self, reachable=True, reachability_reason="", reachability_message="")
@@ -59,7 +59,7 @@ def from_raw(raw: object) -> Status:
         reason=_enum(Reason, raw.get("reason"), Reason.NONE),
         message=_text(raw.get("message")),
         backend=_text(raw.get("backend")),
-        job_ids=tuple(str(i) for i in raw.get("jobIDs") or () if isinstance(i, (str, int))),
+        job_ids=tuple(str(i) for i in _list(raw.get("jobIDs")) if isinstance(i, (str, int))),
         attempt=_count(raw.get("attempt")),
         attempt_generation=_count(raw.get("attemptGeneration")),
         retries=_count(raw.get("retries")),
@@ -72,7 +72,7 @@ def from_raw(raw: object) -> Status:
         start_time=_optional_text(raw.get("startTime")),
         completion_time=_optional_text(raw.get("completionTime")),
         logs_pod=_optional_text(raw.get("logsPod")),
-        reachable=None if reach is None else reach.get("status") == "True",
+        reachable={"True": True, "False": False}.get((reach or {}).get("status", "")),
         reachability_reason=_text((reach or {}).get("reason")),
         reachability_message=_text((reach or {}).get("message")),
     )
@@ -165,10 +165,14 @@ def _stamp(
 
 
 def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for item in raw.get("conditions") or ():
+    for item in _list(raw.get("conditions")):
         if isinstance(item, Mapping) and item.get("type") == kind:
             return item
     return None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _enum(kind: Any, value: object, default: Any) -> Any:

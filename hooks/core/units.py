@@ -76,8 +76,8 @@ def parse_array(text: str) -> tuple[int, ...]:
     >>> parse_array("1,3,5-9:2%2")
     (1, 3, 5, 7, 9)
     """
-    body, _, throttle = text.partition("%")
-    if throttle and not throttle.isdigit():
+    body, percent, throttle = text.partition("%")
+    if percent and not throttle.isdigit():
         raise ValueError(f"{text!r}: the part after % must be a number of concurrent tasks")
     tasks: set[int] = set()
     for item in body.split(","):

@@ -173,11 +173,6 @@ def test_messages(tasks: list[TaskState], single: bool, message: str) -> None:
     assert run(tasks, single=single).message == message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aggregate.summarize ignores expected tasks the scheduler does not show once one "
-    "task is visible: 1 of 4 array tasks succeeded -> 'Succeeded, All 1 tasks completed.'",
-)
 def test_expected_tasks_that_are_missing_do_not_count_as_succeeded() -> None:
     summary = summarize([task("7_0", S)], expected=("7_0", "7_1", "7_2", "7_3"), single=False,
                         seconds_since_submit=120)

@@ -226,11 +226,6 @@ def test_invalid_spec_fails_without_cluster_contact(
     assert_declared(body["status"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status.from_raw reads ClusterReachable 'Unknown' as False, so the second sync of "
-    "an InvalidSpec BatchJob flips the condition and resync_after starts polling it",
-)
 def test_invalid_spec_answer_is_stable_across_syncs() -> None:
     request = first_sync(script="echo no shebang")
     c = client(NoCluster())

@@ -73,7 +73,9 @@ def status(phase: Phase, reason: Reason = Reason.NONE, **fields: object) -> Stat
         pytest.param(status(Phase.CANCELLED, Reason.CANCELLED_ON_CLUSTER), 1, 0,
                      Plan(Step.IDLE, 1, 1, 0), id="idle-when-cancelled"),
         pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 1, 0,
-                     Plan(Step.IDLE, 1, 1, 0), id="idle-when-lost"),
+                     Plan(Step.TRACK, 1, 1, 0), id="lost-is-still-looked-for"),
+        pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 2, 0,
+                     Plan(Step.SUBMIT, 2, 2, 0), id="lost-then-spec-changed"),
     ],
 )
 def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> None:
@@ -202,7 +204,8 @@ def test_unreachable_before_submission_waits_in_pending(reason: Reason) -> None:
                                 backend="slurm")
     assert (new.phase, new.reason, new.message, new.job_ids) == (Phase.PENDING, reason, "Why.",
                                                                  ())
-    assert new.reachable is False
+    contacted = reason not in (Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
+    assert new.reachable is (False if contacted else None)
 
 
 def test_invalid_spec() -> None:

@@ -64,14 +64,9 @@ def test_active_is_polled_within_the_jittered_maximum(status: Status, quiet: flo
     for uid in UIDS:
         seconds = resync_after(status, previous=since(quiet, "Submitted", "Running"), uid=uid,
                                now=NOW)
-        assert MIN_POLL * 0.85 - 0.05 <= seconds <= MAX_POLL * 1.15 + 0.05
+        assert MIN_POLL * 0.75 - 0.05 <= seconds <= MAX_POLL
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="response.resync_after multiplies the capped interval by the jitter, so an active "
-    "job that has been quiet for long is resynced after up to 34.5 s, not at most MAX_POLL (30)",
-)
 def test_active_is_polled_at_most_every_30_seconds() -> None:
     worst = max(resync_after(ACTIVE, previous=since(3600, "Submitted", "Running"), uid=uid,
                              now=NOW) for uid in UIDS)
@@ -109,15 +104,9 @@ def test_unreachable_backs_off_and_is_capped() -> None:
         for quiet in (0, 10, 60, 120, 600, 3600)
     ]
     assert waits == sorted(waits)
-    assert waits[0] < waits[-1] <= MAX_BACKOFF * 1.15
+    assert waits[0] < waits[-1] <= MAX_BACKOFF
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="response.resync_after measures the backoff from the previous ClusterReachable "
-    "transition even when that was to True: the first failure after an hour of good contact "
-    "waits the maximum (~120 s) instead of starting small",
-)
 def test_first_unreachable_sync_retries_soon() -> None:
     previous = since(3600, "Submitted", "Running", "ClusterReachable")
     assert resync_after(UNREACHABLE, previous=previous, uid=UIDS[0], now=NOW) <= 10
@@ -127,10 +116,10 @@ def test_jitter_is_deterministic_per_uid() -> None:
     assert [jitter(uid) for uid in UIDS[:50]] == [jitter(uid) for uid in UIDS[:50]]
 
 
-def test_jitter_is_within_15_percent_and_spread() -> None:
+def test_jitter_is_within_25_percent_below_and_spread() -> None:
     factors = [jitter(uid) for uid in UIDS]
-    assert all(0.85 - 0.001 <= f <= 1.15 + 0.001 for f in factors)
-    assert min(factors) < 0.9 and max(factors) > 1.1
+    assert all(0.75 - 0.001 <= f <= 1.0 for f in factors)
+    assert min(factors) < 0.8 and max(factors) > 0.95
     assert len({round(f, 2) for f in factors}) > 20
 
 

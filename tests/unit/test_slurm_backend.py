@@ -64,9 +64,9 @@ def test_sbatch_argv_maps_resources_and_options() -> None:
 
 def test_sbatch_argv_puts_extra_args_last_as_separate_arguments() -> None:
     argv = sbatch_argv(
-        job(slurm={"extraArgs": ["--constraint=haswell", "--mail-type", "END"]}), "n"
+        job(slurm={"extraArgs": ["--constraint=haswell", "--mail-type=END"]}), "n"
     )
-    assert argv[-4:] == ["--constraint=haswell", "--mail-type", "END", "script"]
+    assert argv[-3:] == ["--constraint=haswell", "--mail-type=END", "script"]
 
 
 def test_sbatch_argv_leaves_unset_options_out() -> None:

@@ -155,9 +155,10 @@ def test_cancelled(state: str, message: str) -> None:
     [
         pytest.param("FAILED", "3:0", 3, "The job exited with code 3", id="exit-3"),
         pytest.param("FAILED", "7:0", 7, "The job exited with code 7", id="exit-7"),
-        pytest.param("FAILED", "0:9", 0, "The job was killed by signal 9", id="signal-9"),
-        pytest.param("FAILED", "0:53", 0, "The job was killed by signal 53",
-                     id="output-dir-missing"),
+        pytest.param("FAILED", "0:9", None, "The job failed with exit status 0:9 (code:signal)",
+                     id="signal-9"),
+        pytest.param("FAILED", "0:53", None,
+                     "The job failed with exit status 0:53 (code:signal)", id="output-dir-missing"),
         pytest.param("COMPLETED", "0:0", 0, "", id="success"),
         pytest.param("FAILED", "", None, "The job failed", id="no-exit-code"),
         pytest.param("FAILED", "x:y", None, "The job failed", id="garbage"),
@@ -170,12 +171,6 @@ def test_exit_codes(state: str, exit_code: str, code: int | None, message: str) 
     assert task.message == message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="slurm_states.to_task reports exit_code 0 for a job killed by a signal (0:9); "
-    "htcondor_states reports none for the same case, so status.exitCode says 0 for a "
-    "Failed job on SLURM only",
-)
 def test_signal_killed_job_has_no_exit_code_like_htcondor() -> None:
     assert to_task(record("FAILED", exit_code="0:9")).exit_code is None
 
@@ -221,11 +216,6 @@ def test_active_job_has_no_end_time() -> None:
     assert task.end_time is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="slurm_states.to_task keeps squeue's %S for a PENDING job, which squeue(1) "
-    "documents as the *expected* start: status.startTime is then set before the job starts",
-)
 def test_pending_job_has_no_start_time() -> None:
     queued = parse_squeue(recorded("squeue-documented.txt"))["doc-planned"]
     assert to_task(queued[0]).start_time is None

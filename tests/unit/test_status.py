@@ -204,17 +204,11 @@ def test_broken_previous_conditions_are_stamped_now(previous: object) -> None:
     assert set(stamps(render(STATUSES["pending"], previous=previous, now=T2)).values()) == {T2}
 
 
-NEVER_CONTACTED = pytest.mark.xfail(
-    strict=True,
-    reason="status.from_raw reads ClusterReachable 'Unknown' as reachable=False, so a status "
-    "that never contacted the cluster renders False/NotContacted with a new "
-    "lastTransitionTime on the next sync (and resync_after then polls it with backoff)",
-)
 
 
 @pytest.mark.parametrize(
     "status",
-    [pytest.param(s, id=name, marks=[NEVER_CONTACTED] if s.reachable is None else [])
+    [pytest.param(s, id=name)
      for name, s in STATUSES.items()],
 )
 def test_reading_back_and_rendering_again_is_a_fixed_point(status: Status) -> None:
@@ -272,11 +266,6 @@ def test_from_raw_falls_back_on_broken_fields(raw: object, expected: Status) -> 
     assert from_raw(raw) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status.from_raw iterates jobIDs and conditions without checking they are lists: "
-    "jobIDs: 5 raises TypeError (a 500), jobIDs: '4242' becomes ('4', '2', '4', '2')",
-)
 @pytest.mark.parametrize(
     "raw",
     [
