@@ -69,27 +69,6 @@ gone() { # PID...
   done
 }
 
-# All descendants of PID (children first found, recursively), from the ppid field of /proc/*/stat.
-descendants() { # PID
-  local -A children=()
-  local f line pid ppid rest queue=("$1") cur
-  for f in /proc/[0-9]*/stat; do
-    { read -r line <"$f"; } 2>/dev/null || continue
-    pid=${line%% *}
-    rest=${line##*) }
-    read -r _ ppid _ <<<"$rest"
-    children[$ppid]+=" $pid"
-  done
-  while [ ${#queue[@]} -gt 0 ]; do
-    cur=${queue[0]}
-    queue=("${queue[@]:1}")
-    for pid in ${children[$cur]:-}; do
-      echo "$pid"
-      queue+=("$pid")
-    done
-  done
-}
-
 # Sends each of SIGNALS in turn while any of the PIDs is still in our rootfs, waiting TERM_WAIT
 # seconds after SIGTERM and a few seconds after the others.
 terminate() { # TERM_WAIT "SIGNALS" PID...

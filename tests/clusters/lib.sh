@@ -202,3 +202,24 @@ wait_until() {
 record_started() {
     [[ -z $1 ]] || printf '%s\n' "$2" >>"$1"
 }
+
+# All descendants of PID (children first found, recursively), from the ppid field of /proc/*/stat.
+descendants() { # PID
+  local -A children=()
+  local f line pid ppid rest queue=("$1") cur
+  for f in /proc/[0-9]*/stat; do
+    { read -r line <"$f"; } 2>/dev/null || continue
+    pid=${line%% *}
+    rest=${line##*) }
+    read -r _ ppid _ <<<"$rest"
+    children[$ppid]+=" $pid"
+  done
+  while [ ${#queue[@]} -gt 0 ]; do
+    cur=${queue[0]}
+    queue=("${queue[@]:1}")
+    for pid in ${children[$cur]:-}; do
+      echo "$pid"
+      queue+=("$pid")
+    done
+  done
+}

@@ -115,16 +115,31 @@ cancel_jobs() {
     wait_until 20 jobs_gone || log "WARNING: jobs of $TEST_USER still active after scancel"
 }
 
+# Ends those of PIDs that still run sshd (the sessions of a stopped sshd), by PID.
+end_sessions() { # PID...
+    local p sshd
+    sshd=$(readlink -f "${EXE[sshd]}")
+    for p in "$@"; do
+        [[ $(readlink -f "/proc/$p/exe" 2>/dev/null) == "$sshd" ]] && kill -TERM "$p" 2>/dev/null
+    done
+    return 0
+}
+
 stop_selected() {
-    local i name pidfile pid failed=0
+    local i name pidfile pid failed=0 sessions
     for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
         name=${DAEMONS[i]}
         [[ -v "SELECTED[$name]" ]] || continue
         pidfile=${SELECTED[$name]}
         if pid_alive "$pidfile" "${EXE[$name]}"; then
             pid=$(<"$pidfile")
-            log "stopping $name (pid ${pid//[[:space:]]/})"
+            pid=${pid//[[:space:]]/}
+            log "stopping $name (pid $pid)"
+            # sshd's per-connection children keep open sessions alive: an outage ends them too.
+            sessions=()
+            [[ $name == sshd ]] && mapfile -t sessions < <(descendants "$pid")
             stop_pid "$pidfile" "${EXE[$name]}" || { log "ERROR: could not stop $name"; failed=1; }
+            end_sessions "${sessions[@]}"
         elif [[ -e $pidfile ]]; then
             log "$name: not running (stale pid file removed)"
             rm -f -- "$pidfile"

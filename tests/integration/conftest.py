@@ -25,6 +25,8 @@ import requests
 from tests.driver import REPO, Driver
 
 NAMESPACE = "research"
+STATUS_TTL = 1.0
+"""The hook server's status cache lifetime in these tests: a sync sees a change after it."""
 
 
 def unavailable(reason: str) -> None:
@@ -53,6 +55,8 @@ class Cluster:
     key: str = field(repr=False)
     known_hosts: str = field(repr=False)
     password: str = field(repr=False)
+    rootfs: str = "/"
+    """Where the cluster's files live on this machine: ``/``, or the HTCondor pool's chroot."""
 
     def secret(self, name: str, *, auth: str = "key", **override: str | None) -> dict[str, Any]:
         data = {"username": self.user, "known_hosts": self.known_hosts}
@@ -80,16 +84,13 @@ class Cluster:
 
     def remote_root(self, batchjob: dict[str, Any]) -> Path:
         meta = batchjob["metadata"]
-        home = Path(self.home)
+        home = Path(self.rootfs) / "home" / self.user
         return home / ".hpcbridge" / meta["namespace"] / meta["name"] / meta["uid"]
-
-    @property
-    def home(self) -> str:
-        return os.path.expanduser(f"~{self.user}")
 
     def as_user(self, script: str, *, stdin: str = "") -> str:
         """Run a shell script on the cluster as the test user (root's shortcut, not SSH)."""
-        done = subprocess.run(["runuser", "-u", self.user, "--", "sh", "-c", script],
+        chroot = ["chroot", self.rootfs] if self.rootfs != "/" else []
+        done = subprocess.run([*chroot, "runuser", "-u", self.user, "--", "sh", "-c", script],
                               input=stdin, capture_output=True, text=True, check=True,
                               cwd="/", timeout=60)
         return done.stdout
@@ -128,6 +129,22 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return found
 
 
+@pytest.fixture(scope="session")
+def htcondor() -> Cluster:
+    state = Path(os.environ.get("HPCBRIDGE_CONDOR_STATE", "/var/tmp/hpcbridge-condor"))
+    if not (state / "env").exists():
+        unavailable(f"the HTCondor test pool is not up ({state}/env missing): run make test "
+                    "as root")
+    env = read_env(state / "env")
+    return Cluster(
+        backend="htcondor", state=state, host=env["HPCBRIDGE_CONDOR_HOST"],
+        port=int(env["HPCBRIDGE_CONDOR_PORT"]), user=env["HPCBRIDGE_CONDOR_USER"],
+        key=Path(env["HPCBRIDGE_CONDOR_KEY"]).read_text(),
+        known_hosts=Path(env["HPCBRIDGE_CONDOR_KNOWN_HOSTS"]).read_text(),
+        password=env["HPCBRIDGE_CONDOR_PASSWORD"], rootfs=env["HPCBRIDGE_CONDOR_ROOTFS"],
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -141,7 +158,7 @@ def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("hooks") / "gunicorn.log"
     env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
-           "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test"}
+           "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test", "HPCBRIDGE_STATUS_TTL": str(STATUS_TTL)}
     gunicorn = Path(sys.executable).with_name("gunicorn")
     with log.open("w") as sink:
         server = subprocess.Popen(

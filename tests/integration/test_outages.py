@@ -5,13 +5,14 @@ These tests stop daemons of the shared test clusters, so they run alone, after t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from tests.driver import Driver
-from tests.integration.conftest import NAMESPACE, Cluster, condition, start
+from tests.integration.conftest import NAMESPACE, STATUS_TTL, Cluster, condition, start
 
 pytestmark = pytest.mark.outage
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.outage
 def stopped(cluster: Cluster, daemon: str) -> Iterator[None]:
     kind = "slurm" if cluster.backend == "slurm" else "condor"
     cluster.script(f"{kind}-down.sh", daemon)
+    time.sleep(STATUS_TTL * 1.5)  # past the shared status the last sync may have left
     try:
         yield
     finally:
@@ -43,3 +45,20 @@ def test_slurm_outage_keeps_phase_then_recovers(
     obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", timeout=120)
     assert condition(obj, "ClusterReachable")["status"] == "True"
     assert obj["status"]["reason"] == ""
+
+
+@pytest.mark.htcondor
+@pytest.mark.parametrize("daemon", ["sshd", "condor_master"])
+def test_htcondor_outage_keeps_phase_then_recovers(
+    driver: Driver, htcondor: Cluster, name: str, daemon: str
+) -> None:
+    start(driver, htcondor, name, "#!/bin/sh\nsleep 15\necho done\n")
+    driver.run_to_phase(NAMESPACE, name, "Running")
+    with stopped(htcondor, daemon):
+        driver.sync(NAMESPACE, name)
+        obj = driver.get(NAMESPACE, name)
+        assert obj["status"]["phase"] == "Running"
+        assert obj["status"]["reason"] == "ClusterUnreachable"
+        assert condition(obj, "ClusterReachable")["status"] == "False"
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", timeout=120)
+    assert condition(obj, "ClusterReachable")["status"] == "True"
