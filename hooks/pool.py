@@ -24,8 +24,10 @@ from hooks.ssh.client import Completed, Connection, Target, connect
 class Limited:
     """A pooled connection: commands wait for a free channel (up to their own deadline)."""
 
-    def __init__(self, conn: Connection, channels: threading.BoundedSemaphore) -> None:
+    def __init__(self, conn: Connection, key: str, channels: threading.BoundedSemaphore) -> None:
         self.conn = conn
+        self.key = key
+        """The pool key: host, port and credential fingerprint; shared answers are keyed by it."""
         self.target = conn.target
         self._channels = channels
 
@@ -77,7 +79,7 @@ class Pool:
             raise errors.ClusterUnreachable(target.host, f"connecting to {target.host} stalled")
         try:
             if slot.conn is None or not slot.conn.conn.alive:
-                slot.conn = self._connect(target, credentials, timeout)
+                slot.conn = self._connect(target, credentials, key, timeout)
             conn = slot.conn
         finally:
             slot.lock.release()
@@ -88,7 +90,9 @@ class Pool:
                 self._drop(slot, conn)
             raise
 
-    def _connect(self, target: Target, credentials: Credentials, timeout: float) -> Limited:
+    def _connect(
+        self, target: Target, credentials: Credentials, key: str, timeout: float
+    ) -> Limited:
         cluster = f"{target.host}:{target.port}"
         try:
             conn = connect(target, credentials, timeout=timeout)
@@ -96,7 +100,7 @@ class Pool:
             metrics.SSH_CONNECTS.labels(cluster, "failed").inc()
             raise
         metrics.SSH_CONNECTS.labels(cluster, "ok").inc()
-        return Limited(conn, threading.BoundedSemaphore(self.max_channels))
+        return Limited(conn, key, threading.BoundedSemaphore(self.max_channels))
 
     def _drop(self, slot: _Slot, conn: Limited) -> None:
         with slot.lock:

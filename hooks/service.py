@@ -26,10 +26,10 @@ from hooks.core.request import HookRequest, parse_customize, parse_sync
 from hooks.core.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec import SpecError, parse_spec, parse_target
 from hooks.core.status import Status
-from hooks.pool import Pool
+from hooks.pool import Limited, Pool
 from hooks.settings import Settings
 from hooks.ssh import errors
-from hooks.ssh.client import Remote, Target
+from hooks.ssh.client import Target
 from hooks.status_cache import StatusCache
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,6 @@ class Hooks:
             return lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
                                          backend=backend)
 
-    def _pool_key(self, req: HookRequest, cluster: ClusterRef) -> str:
-        credentials = self._credentials(req, cluster)
-        return credentials.fingerprint(cluster.host, cluster.port,
-                                       cluster.insecure_skip_host_key_check)
-
     def _credentials(self, req: HookRequest, cluster: ClusterRef) -> Credentials:
         secret = req.secrets.get(cluster.secret_name)
         if secret is None:
@@ -172,7 +167,7 @@ class Hooks:
     @contextmanager
     def _connect(
         self, cluster: ClusterRef, credentials: Credentials, budget: Budget
-    ) -> Iterator[Remote]:
+    ) -> Iterator[Limited]:
         """A connection for this call; SSH and scheduler failures inside become ``Trouble``."""
         target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
         try:
@@ -186,12 +181,14 @@ class Hooks:
                           f"The scheduler did not answer: {err}.") from err
 
     def _submit(
-        self, conn: Remote, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
+        self, conn: Limited, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
         plan: Plan, now: datetime.datetime, budget: Budget,
     ) -> Status:
         job = JobRequest(req.namespace, req.name, req.uid, plan.attempt, spec)
         outcome = backend.submit(conn, job, timeout=budget.take(self.settings.command_timeout))
         if outcome.kind in (Submitted.NEW, Submitted.EXISTING):
+            ref = JobRef(job.key, outcome.job_id, backend.expected_tasks(spec, outcome.job_id))
+            self.cache.track(conn.key, backend, ref)
             if outcome.kind is Submitted.NEW:
                 log.info("submitted %s/%s attempt %d as %s job %s", req.namespace, req.name,
                          plan.attempt, backend.name, outcome.job_id)
@@ -206,7 +203,7 @@ class Hooks:
                       "it is retried once the attempt's guard expires.")
 
     def _track(
-        self, conn: Remote, req: HookRequest, target: Work, prev: Status, plan: Plan,
+        self, conn: Limited, req: HookRequest, target: Work, prev: Status, plan: Plan,
         now: datetime.datetime, budget: Budget,
     ) -> Status:
         backend, spec = target.backend, target.spec
@@ -216,8 +213,7 @@ class Hooks:
             expected = backend.expected_tasks(spec, job_id)
         key = f"{req.uid}-{plan.attempt}"
         ref = JobRef(key=key, job_id=job_id, expected_tasks=expected)
-        pool_key = self._pool_key(req, target.cluster)
-        found = self.cache.lookup(pool_key, backend, conn, ref,
+        found = self.cache.lookup(conn.key, backend, conn, ref,
                                   timeout=budget.take(self.settings.command_timeout))
         submitted_at = response.parse_time(prev.submit_time) or now
         summary = aggregate.summarize(
@@ -233,7 +229,7 @@ class Hooks:
             new = replace(new, message=f"{new.message} The new spec is invalid: "
                                        f"{target.spec_error}".strip())
         if new.finished:
-            self.cache.drop(pool_key, backend, key)
+            self.cache.drop(conn.key, backend, key)
         retry = lifecycle.plan(new, generation=req.generation,
                                backoff_limit=spec.backoff_limit if spec else 0)
         if spec is not None and retry.step is Step.SUBMIT and new.finished:
@@ -274,7 +270,7 @@ class Hooks:
             return self._finished(req, target, new, now, done=False)
 
     def _cancel_and_clean(
-        self, conn: Remote, req: HookRequest, target: Work, prev: Status,
+        self, conn: Limited, req: HookRequest, target: Work, prev: Status,
         now: datetime.datetime, budget: Budget,
     ) -> dict[str, Any]:
         backend = target.backend

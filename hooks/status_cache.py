@@ -76,6 +76,12 @@ class StatusCache:
                 raise refresh.error or TimeoutError("the shared status refresh did not finish")
             return entry.snapshot[ref.key]
 
+    def track(self, pool_key: str, backend: Backend, ref: JobRef) -> None:
+        """Include an attempt in the next refresh (it was just submitted)."""
+        with self._lock:
+            entry = self._entries.setdefault(f"{backend.name}:{pool_key}", _Entry())
+            entry.tracked[ref.key] = (ref, self.clock())
+
     def drop(self, pool_key: str, backend: Backend, key: str) -> None:
         """Stop tracking an attempt (it finished, or its BatchJob is gone)."""
         with self._lock:

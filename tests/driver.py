@@ -107,13 +107,14 @@ class Driver:
         return f"{namespace}/{name}" if self.hook_version == "v2" else name
 
     def request(self, namespace: str, name: str) -> Object:
-        """The body Metacontroller would send for this BatchJob now."""
-        parent = copy.deepcopy(self.get(namespace, name))
-        related = {self._key(s["metadata"]["namespace"], s["metadata"]["name"]): copy.deepcopy(s)
+        """The body Metacontroller would send for this BatchJob now (serialise it before the
+        next change: it shares the stored objects)."""
+        parent = self.get(namespace, name)
+        related = {self._key(s["metadata"]["namespace"], s["metadata"]["name"]): s
                    for s in self._related_secrets(parent)}
-        children = {self._key(namespace, p["metadata"]["name"]): copy.deepcopy(p)
+        children = {self._key(namespace, p["metadata"]["name"]): p
                     for p in self.pods_of(namespace, name)}
-        body: Object = {"controller": copy.deepcopy(self.controller)}
+        body: Object = {"controller": self.controller}
         if self.shape == "composite":
             body.update(parent=parent, children={"Pod.v1": children})
         else:

@@ -6,8 +6,9 @@ from hooks.backends.base import Backend
 from hooks.backends.htcondor import HTCondorBackend
 from hooks.backends.slurm import SlurmBackend
 
+BACKENDS: dict[str, Backend] = {"slurm": SlurmBackend(), "htcondor": HTCondorBackend()}
+
 
 def for_name(name: str) -> Backend:
     """The backend for ``spec.backend``."""
-    backends: dict[str, Backend] = {"slurm": SlurmBackend(), "htcondor": HTCondorBackend()}
-    return backends[name]
+    return BACKENDS[name]

@@ -93,9 +93,9 @@ def format_time(moment: datetime.datetime) -> str:
 
 
 def parse_time(text: object) -> datetime.datetime | None:
-    if not isinstance(text, str):
+    if not isinstance(text, str) or not text.endswith("Z"):
         return None
     try:
-        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+        return datetime.datetime.fromisoformat(text)
     except ValueError:
         return None

@@ -111,10 +111,7 @@ class Connection:
         deadline: float,
     ) -> tuple[int, bytes]:
         host = self.target.host
-        try:
-            channel = self._transport.open_session(timeout=_left(deadline))
-        except (paramiko.SSHException, OSError, EOFError) as err:
-            raise errors.ClusterUnreachable(host, f"SSH session to {host} failed: {err}") from err
+        channel = self._open_session(deadline)
         try:
             channel.settimeout(_left(deadline))
             channel.exec_command(command)
@@ -128,6 +125,24 @@ class Connection:
             raise errors.ClusterUnreachable(host, f"SSH to {host} failed: {err}") from err
         finally:
             channel.close()
+
+
+    def _open_session(self, deadline: float) -> paramiko.Channel:
+        """A new session channel. sshd counts a closed session against MaxSessions until it
+        has cleaned it up, so a refusal right after other channels closed is retried while the
+        connection itself is up. (paramiko keeps one saved exception per transport, so under
+        concurrency the refusal may arrive as a plain SSHException.)"""
+        host = self.target.host
+        pause = 0.01
+        while True:
+            try:
+                return self._transport.open_session(timeout=_left(deadline))
+            except (paramiko.SSHException, OSError, EOFError) as err:
+                if not self._transport.is_active() or time.monotonic() + pause > deadline:
+                    raise errors.ClusterUnreachable(
+                        host, f"{host} refused a new SSH session: {err}") from err
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
 
 def _left(deadline: float) -> float:
