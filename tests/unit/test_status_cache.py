@@ -1,0 +1,131 @@
+"""The shared status cache: single-flight refreshes, the TTL, and per-pool-key isolation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from hooks.core.model import JobRef, Outcome, TaskState
+from hooks.status_cache import StatusCache
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingBackend:
+    """A backend whose query answers every ref as running, counting and optionally pausing."""
+
+    name = "fake"
+
+    def __init__(self, pause: float = 0.0) -> None:
+        self.calls: list[list[str]] = []
+        self.pause = pause
+        self.lock = threading.Lock()
+
+    def query(
+        self, conn: object, refs: Sequence[JobRef], *, timeout: float
+    ) -> Mapping[str, Sequence[TaskState]]:
+        with self.lock:
+            self.calls.append(sorted(ref.key for ref in refs))
+        time.sleep(self.pause)
+        return {ref.key: [TaskState(ref.job_id or "?", Outcome.RUNNING)] for ref in refs}
+
+
+def ref(key: str) -> JobRef:
+    return JobRef(key, key.upper())
+
+
+def lookup(cache: StatusCache, backend: CountingBackend, key: str,
+           pool: str = "pool") -> Sequence[TaskState]:
+    return cache.lookup(pool, backend, object(), ref(key), timeout=5)  # type: ignore[arg-type]
+
+
+def test_concurrent_misses_run_one_query() -> None:
+    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.2)
+    for key in "abcdefgh":
+        cache.track("pool", backend, ref(key))  # type: ignore[arg-type]
+    results: dict[str, Sequence[TaskState]] = {}
+    threads = [threading.Thread(target=lambda k=k: results.update({k: lookup(cache, backend, k)}))
+               for k in "abcdefgh" * 6]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert backend.calls == [list("abcdefgh")]
+    assert all(results[k][0].task_id == k.upper() for k in "abcdefgh")
+
+
+def test_answers_are_never_older_than_the_ttl() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend()
+    lookup(cache, backend, "a")
+    clock.now += 4.99
+    lookup(cache, backend, "a")
+    assert len(backend.calls) == 1
+    clock.now += 0.01
+    lookup(cache, backend, "a")
+    assert len(backend.calls) == 2
+
+
+def test_one_refresh_answers_every_tracked_attempt() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend()
+    for key in "abc":
+        lookup(cache, backend, key)
+    clock.now += 10
+    for key in "abc":
+        lookup(cache, backend, key)
+    assert backend.calls[-1] == ["a", "b", "c"]
+    assert len(backend.calls) == 4  # three first lookups, then one refresh for all
+
+
+def test_an_attempt_arriving_during_a_refresh_waits_for_no_second_refresh() -> None:
+    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.3)
+    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
+    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    leader.start()
+    time.sleep(0.1)
+    assert lookup(cache, backend, "late")[0].task_id == "LATE"
+    leader.join()
+    assert sorted(map(tuple, backend.calls)) == [("a",), ("late",)]
+
+
+def test_different_pool_keys_never_share_answers() -> None:
+    cache, backend = StatusCache(ttl=5), CountingBackend()
+    lookup(cache, backend, "a", pool="one")
+    lookup(cache, backend, "a", pool="two")
+    assert len(backend.calls) == 2
+
+
+def test_forgotten_and_dropped_attempts_leave_the_batch() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, forget=60, clock=clock), CountingBackend()
+    lookup(cache, backend, "old")
+    lookup(cache, backend, "done")
+    cache.drop("pool", backend, "done")  # type: ignore[arg-type]
+    clock.now += 61
+    lookup(cache, backend, "new")
+    assert backend.calls[-1] == ["new"]
+
+
+def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
+    class Failing(CountingBackend):
+        def query(self, conn: object, refs: Sequence[JobRef], *, timeout: float
+                  ) -> Mapping[str, Sequence[TaskState]]:
+            super().query(conn, refs, timeout=timeout)
+            if len(self.calls) == 1:
+                raise TimeoutError("squeue hung")
+            return {r.key: [] for r in refs}
+
+    cache, backend = StatusCache(ttl=5), Failing(pause=0.1)
+    with pytest.raises(TimeoutError):
+        lookup(cache, backend, "a")
+    assert lookup(cache, backend, "a") == []
