@@ -4,7 +4,9 @@ Per pool key (host, port and credential set) the cache keeps the attempts that s
 about. A lookup answers from the last snapshot while it is younger than ``ttl`` seconds; else
 one caller (the leader) runs the backend's batched ``query`` for every tracked attempt —
 one squeue or condor_q for all of them, plus the accounting or history for those that left
-the queue — and the callers that arrive meanwhile wait for that one refresh. A caller whose
+the queue — and the callers that arrive meanwhile wait for that one refresh. A hit on a
+snapshot older than ``REFRESH_AHEAD`` of the TTL starts that refresh in the background, so
+that on a busy cluster the refresh usually lands before anyone has to wait for it. A caller whose
 attempt is not in the refresh under way (it arrived after the refresh began) asks for its
 attempt alone rather than wait for a second refresh. Attempts not looked up for ``forget``
 seconds drop out of the batch.
@@ -23,6 +25,9 @@ from hooks.core.model import JobRef, TaskState
 from hooks.ssh.client import Remote
 
 Clock = Callable[[], float]
+REFRESH_AHEAD = 0.6
+"""Fraction of the TTL after which a hit also starts a refresh in the background, so that the
+syncs of a busy cluster rarely wait for one."""
 
 
 @dataclass
@@ -57,8 +62,13 @@ class StatusCache:
             entry = self._entries.setdefault(f"{backend.name}:{pool_key}", _Entry())
             now = self.clock()
             entry.tracked[ref.key] = (ref, now)
-            if now - entry.taken_at < self.ttl and ref.key in entry.snapshot:
+            age = now - entry.taken_at
+            if age < self.ttl and ref.key in entry.snapshot:
                 metrics.CACHE.labels("hit").inc()
+                if age > self.ttl * REFRESH_AHEAD and entry.refresh is None:
+                    ahead = entry.refresh = self._start(entry, now)
+                    threading.Thread(target=self._refresh, daemon=True,
+                                     args=(entry, ahead, backend, conn, timeout)).start()
                 return entry.snapshot[ref.key]
             refresh = entry.refresh
             leader = refresh is None
@@ -100,19 +110,27 @@ class StatusCache:
         timeout: float,
     ) -> Sequence[TaskState]:
         metrics.CACHE.labels("miss").inc()
+        self._refresh(entry, refresh, backend, conn, timeout)
+        if refresh.error is not None:
+            raise refresh.error
+        with self._lock:
+            return entry.snapshot[ref.key]
+
+    def _refresh(
+        self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, timeout: float
+    ) -> None:
+        """Run one batched query for the refresh's attempts and publish the snapshot."""
         started = self.clock()
         with self._lock:
             refs = [entry.tracked[key][0] for key in refresh.keys if key in entry.tracked]
         try:
             found = backend.query(conn, refs, timeout=timeout)
-        except BaseException as err:
+        except Exception as err:  # handed to the waiters, who report it
             refresh.error = err
-            raise
         else:
             with self._lock:
                 entry.snapshot = {r.key: found.get(r.key, ()) for r in refs}
                 entry.taken_at = started
-            return entry.snapshot[ref.key]
         finally:
             with self._lock:
                 entry.refresh = None

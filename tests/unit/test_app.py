@@ -9,7 +9,6 @@ import base64
 import contextlib
 import copy
 import datetime
-import inspect
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,11 +60,9 @@ class Unreachable(NoCluster):
 
 
 def client(sessions: NoCluster, now: datetime.datetime = NOW) -> FlaskClient:
-    """An app whose Hooks open connections through ``sessions`` (passed as the connection
-    pool, or as the older ``sessions`` argument: the fake has the same ``open``)."""
+    """An app whose Hooks open connections through ``sessions`` (a stand-in pool)."""
     settings = Settings(log_image=IMAGE)
-    opener = "pool" if "pool" in inspect.signature(Hooks).parameters else "sessions"
-    hooks = Hooks(settings, clock=lambda: now, **{opener: sessions})  # type: ignore[arg-type]
+    hooks = Hooks(settings, clock=lambda: now, pool=sessions)  # type: ignore[arg-type]
     return create_app(settings, hooks=hooks).test_client()
 
 

@@ -129,3 +129,19 @@ def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
     with pytest.raises(TimeoutError):
         lookup(cache, backend, "a")
     assert lookup(cache, backend, "a") == []
+
+
+def test_a_hit_late_in_the_ttl_refreshes_ahead_in_the_background() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend(pause=0.2)
+    lookup(cache, backend, "a")
+    clock.now += 3.5
+    assert lookup(cache, backend, "a")[0].task_id == "A"
+    for _ in range(50):
+        if len(backend.calls) == 2 and cache._entries["fake:pool"].refresh is None:
+            break
+        time.sleep(0.02)
+    assert len(backend.calls) == 2
+    clock.now += 3
+    lookup(cache, backend, "a")
+    assert len(backend.calls) == 2  # the refresh ahead was taken at 3.5 s: still fresh

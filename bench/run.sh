@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# `make bench`: bring up the SLURM test cluster, run bench/bench.py, stop what this run started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "make bench needs root: it brings up the SLURM test cluster" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'bash tests/clusters/slurm-down.sh --started "$work/started" || true; rm -rf "$work"' EXIT
+bash tests/clusters/slurm-up.sh --started "$work/started" </dev/null >"$work/up.log" 2>&1 \
+  || { cat "$work/up.log"; exit 1; }
+.venv/bin/python -m bench.bench "$@"
