@@ -33,6 +33,7 @@ from typing import Any
 
 import requests
 
+from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.ssh.client import Target, connect
 from tests.driver import Driver
@@ -272,8 +273,8 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
         "- cluster: the SLURM 22.05 test cluster (tests/clusters/slurm-up.sh), sshd on "
         "127.0.0.1 with OpenSSH's default MaxSessions 10; jobs submitted `--hold`, so all stay "
         "active (pending)",
-        "- hook server: `make run`'s configuration (gunicorn, 1 process, 32 threads, "
-        "status TTL 5 s)",
+        f"- hook server: `make run`'s configuration (gunicorn, {gunicorn_conf.workers} "
+        f"process, {gunicorn_conf.threads} threads, status TTL {server_ttl():g} s)",
         f"- command: `{command}`; {CONCURRENCY} concurrent syncs, like Metacontroller workers",
         "- baseline: per-job polling as existing bridges do it — a new SSH connection and one "
         "`squeue -j` per job and sync, at the same concurrency",

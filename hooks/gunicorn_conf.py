@@ -10,7 +10,7 @@ import os
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8080')}"
 workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
 worker_class = "gthread"
-threads = int(os.environ.get("HPCBRIDGE_THREADS", "32"))
+threads = int(os.environ.get("HPCBRIDGE_THREADS", "16"))
 timeout = 60
 graceful_timeout = 30
 keepalive = 75

@@ -9,7 +9,7 @@ Times are printed in UTC by running the clients with ``TZ=UTC``.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from hooks.backends import guard
@@ -67,7 +67,7 @@ class SlurmBackend:
         self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
         names = {self.job_name(ref.key): ref for ref in refs}
-        queued = _squeue(conn, timeout)
+        queued = _squeue(conn, timeout, names.__contains__)
         by_key: dict[str, dict[str, SlurmRecord]] = {ref.key: {} for ref in refs}
         for job_name, records in queued.items():
             if job_name in names:
@@ -90,13 +90,9 @@ class SlurmBackend:
         }
 
     def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]:
-        queued = _squeue(conn, timeout)
         prefix = f"{NAME_PREFIX}{uid}-"
-        return sorted({
-            record.task_id
-            for job_name, records in queued.items() if job_name.startswith(prefix)
-            for record in records if _active(record)
-        })
+        queued = _squeue(conn, timeout, lambda name: name.startswith(prefix))
+        return sorted({r.task_id for records in queued.values() for r in records if _active(r)})
 
     def cancel(self, conn: Remote, job_ids: Sequence[str], *, timeout: float) -> None:
         if job_ids:
@@ -138,12 +134,14 @@ def submit_outcome(result: Completed) -> SubmitOutcome:
     raise SchedulerError(detail[-1] if detail else f"submission exited {result.exit_status}")
 
 
-def parse_squeue(text: str) -> dict[str, list[SlurmRecord]]:
-    """squeue ``-o SQUEUE_FORMAT`` lines grouped by job name. Pure."""
+def parse_squeue(
+    text: str, wanted: Callable[[str], bool] = lambda name: True
+) -> dict[str, list[SlurmRecord]]:
+    """squeue ``-o SQUEUE_FORMAT`` lines of the wanted job names, grouped by name. Pure."""
     found: dict[str, list[SlurmRecord]] = {}
     for line in text.splitlines():
         fields = line.strip().split("|")
-        if len(fields) < 8:
+        if len(fields) < 8 or not wanted(fields[1]):
             continue
         task_id, name, state, reason, submit, start, end, _ = fields[:8]
         found.setdefault(name, []).append(
@@ -198,17 +196,19 @@ def merge(
 
 
 def _active(record: SlurmRecord) -> bool:
-    return slurm_states.to_task(record).outcome.active
+    return slurm_states.outcome(record.state).active
 
 
-def _squeue(conn: Remote, timeout: float) -> dict[str, list[SlurmRecord]]:
-    """Every job of the login user in squeue, finished ones inside MinJobAge included."""
+def _squeue(
+    conn: Remote, timeout: float, wanted: Callable[[str], bool]
+) -> dict[str, list[SlurmRecord]]:
+    """The login user's wanted jobs in squeue, finished ones inside MinJobAge included."""
     result = conn.run(
         ["env", "TZ=UTC", "sh", "-c", 'exec squeue -h -r -t all -u "$(id -un)" -o "$1"',
          "squeue", SQUEUE_FORMAT],
         timeout=timeout,
     )
-    return parse_squeue(_checked(result, "squeue"))
+    return parse_squeue(_checked(result, "squeue"), wanted)
 
 
 def _checked(result: Completed, what: str) -> str:

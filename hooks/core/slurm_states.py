@@ -64,6 +64,11 @@ class SlurmRecord:
     end_time: str = ""
 
 
+def outcome(state: str) -> Outcome:
+    """The outcome of a raw state such as ``RUNNING`` or ``CANCELLED by 1001``."""
+    return STATES.get(state.split(" ", 1)[0], (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))[0]
+
+
 def to_task(record: SlurmRecord) -> TaskState:
     """Map one record to a ``TaskState``. Pure: no I/O."""
     state = record.state.split(" ", 1)[0]
