@@ -109,12 +109,15 @@ _apt_update_once() {
 # (stale lists point at .debs the mirror no longer has). Daemons are never started by postinst.
 apt_install() {
     local -a missing=()
-    local p status
+    local p status lock_fd
+    # The SLURM and HTCondor bring-ups run side by side: one apt at a time on this machine.
+    exec {lock_fd}>/var/tmp/hpcbridge-apt.lock
+    flock "$lock_fd"
     for p in "$@"; do
         status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
         [[ $status == installed ]] || missing+=("$p")
     done
-    ((${#missing[@]})) || return 0
+    ((${#missing[@]})) || { exec {lock_fd}>&-; return 0; }
 
     local own_policy="" rc=0
     if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -138,6 +141,7 @@ apt_install() {
         fi
     fi
     [[ -z $own_policy ]] || rm -f "$own_policy"
+    exec {lock_fd}>&-
     ((rc == 0)) || die "apt-get could not install: ${missing[*]}"
 }
 
