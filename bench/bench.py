@@ -37,7 +37,7 @@ from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.ssh.client import Target, connect
 from tests.driver import Driver
-from tests.integration.conftest import Cluster, free_port, read_env
+from tests.integration.conftest import Cluster, cluster_from_state, free_port
 
 NAMESPACE = "bench"
 SCRIPT = "#!/bin/sh\nsleep 3600\n"
@@ -306,17 +306,12 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--state", default="/var/tmp/hpcbridge-slurm")
     parser.add_argument("--steps", default="100,1000,2000")
     parser.add_argument("--out", default="bench/results.md")
     args = parser.parse_args()
-    env = read_env(Path(args.state) / "env")
-    cluster = Cluster(
-        backend="slurm", state=Path(args.state), host=env["HPCBRIDGE_SLURM_HOST"],
-        port=int(env["HPCBRIDGE_SLURM_PORT"]), user=env["HPCBRIDGE_SLURM_USER"],
-        key=Path(env["HPCBRIDGE_SLURM_KEY"]).read_text(),
-        known_hosts=Path(env["HPCBRIDGE_SLURM_KNOWN_HOSTS"]).read_text(), password="",
-    )
+    cluster = cluster_from_state("slurm")
+    if cluster is None:
+        raise SystemExit("the SLURM test cluster is not up: run tests/clusters/slurm-up.sh")
     repo = Path(__file__).resolve().parent.parent
     steps = [int(s) for s in args.steps.split(",")]
     results = measure(steps, cluster, repo, lambda line: print(line, flush=True))

@@ -9,26 +9,20 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import yaml
 
 from tests.driver import REPO, Driver
-from tests.integration.conftest import Cluster, read_env
+from tests.integration.conftest import cluster_from_state
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", required=True, help="the hook server")
-    parser.add_argument("--state", default="/var/tmp/hpcbridge-slurm")
     args = parser.parse_args()
-    env = read_env(Path(args.state) / "env")
-    cluster = Cluster(
-        backend="slurm", state=Path(args.state), host=env["HPCBRIDGE_SLURM_HOST"],
-        port=int(env["HPCBRIDGE_SLURM_PORT"]), user=env["HPCBRIDGE_SLURM_USER"],
-        key=Path(env["HPCBRIDGE_SLURM_KEY"]).read_text(),
-        known_hosts=Path(env["HPCBRIDGE_SLURM_KNOWN_HOSTS"]).read_text(), password="",
-    )
+    cluster = cluster_from_state("slurm")
+    if cluster is None:
+        raise SystemExit("the SLURM test cluster is not up: run tests/clusters/slurm-up.sh")
     batchjob = yaml.safe_load((REPO / "examples/hello-slurm.yaml").read_text())
     batchjob["spec"]["cluster"].update(host=cluster.host, port=cluster.port)
     batchjob["spec"].pop("resources", None)

@@ -105,15 +105,12 @@ def observed(
             f"{message} The spec changed (generation {generation}); the change waits for the end "
             f"of attempt {p.attempt}."
         ).strip()
-    return Status(
+    return replace(
+        _fresh(prev, p, backend),
         phase=summary.phase,
         reason=reason,
         message=message,
-        backend=backend,
         job_ids=summary.task_ids,
-        attempt=p.attempt,
-        attempt_generation=p.attempt_generation,
-        retries=p.retries,
         active=summary.active,
         succeeded=summary.succeeded,
         failed=summary.failed,

@@ -21,15 +21,7 @@ HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 STATE=${HPCBRIDGE_SLURM_STATE:-/var/tmp/hpcbridge-slurm}
 TEST_USER=${HPCBRIDGE_SLURM_USER:-hpcuser}
 
-DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd sshd)
-declare -A EXE=(
-    [munged]=/usr/sbin/munged
-    [mariadbd]=/usr/sbin/mariadbd
-    [slurmdbd]=/usr/sbin/slurmdbd
-    [slurmctld]=/usr/sbin/slurmctld
-    [slurmd]=/usr/sbin/slurmd
-    [sshd]=/usr/sbin/sshd
-)
+. "$HERE/slurm-daemons.sh"
 
 PURGE=0
 STARTED_FILE=""

@@ -36,15 +36,7 @@ ACCOUNT=research
 PARTITION=debug
 HOST=127.0.0.1
 
-DAEMONS=(munged mariadbd slurmdbd slurmctld slurmd sshd)
-declare -A EXE=(
-    [munged]=/usr/sbin/munged
-    [mariadbd]=/usr/sbin/mariadbd
-    [slurmdbd]=/usr/sbin/slurmdbd
-    [slurmctld]=/usr/sbin/slurmctld
-    [slurmd]=/usr/sbin/slurmd
-    [sshd]=/usr/sbin/sshd
-)
+. "$HERE/slurm-daemons.sh"
 declare -A PORT_KNOB=(
     [mariadbd]=HPCBRIDGE_SLURM_DB_PORT
     [slurmdbd]=HPCBRIDGE_SLURM_DBD_PORT

@@ -101,20 +101,46 @@ class Cluster:
                        env=env, timeout=300, capture_output=True)
 
 
-@pytest.fixture(scope="session")
-def slurm() -> Cluster:
-    state = Path(os.environ.get("HPCBRIDGE_SLURM_STATE", "/var/tmp/hpcbridge-slurm"))
+CLUSTER_ENV = {
+    "slurm": ("HPCBRIDGE_SLURM", "/var/tmp/hpcbridge-slurm", "tests/clusters/slurm-up.sh"),
+    "htcondor": ("HPCBRIDGE_CONDOR", "/var/tmp/hpcbridge-condor", "tests/clusters/condor-up.sh"),
+}
+
+
+def cluster_from_state(backend: str) -> Cluster | None:
+    """The test cluster of ``backend`` as its bring-up script described it, or None."""
+    prefix, default, _ = CLUSTER_ENV[backend]
+    state = Path(os.environ.get(f"{prefix}_STATE", default))
     if not (state / "env").exists():
-        unavailable(f"the SLURM test cluster is not up ({state}/env missing): run make test "
-                    "as root")
+        return None
     env = read_env(state / "env")
     return Cluster(
-        backend="slurm", state=state, host=env["HPCBRIDGE_SLURM_HOST"],
-        port=int(env["HPCBRIDGE_SLURM_PORT"]), user=env["HPCBRIDGE_SLURM_USER"],
-        key=Path(env["HPCBRIDGE_SLURM_KEY"]).read_text(),
-        known_hosts=Path(env["HPCBRIDGE_SLURM_KNOWN_HOSTS"]).read_text(),
-        password=env["HPCBRIDGE_SLURM_PASSWORD"],
+        backend=backend, state=state, host=env[f"{prefix}_HOST"],
+        port=int(env[f"{prefix}_PORT"]), user=env[f"{prefix}_USER"],
+        key=Path(env[f"{prefix}_KEY"]).read_text(),
+        known_hosts=Path(env[f"{prefix}_KNOWN_HOSTS"]).read_text(),
+        password=env[f"{prefix}_PASSWORD"], rootfs=env.get(f"{prefix}_ROOTFS", "/"),
     )
+
+
+def up_or_unavailable(backend: str) -> Cluster:
+    cluster = cluster_from_state(backend)
+    if cluster is None:
+        _, default, script = CLUSTER_ENV[backend]
+        unavailable(f"the {backend} test cluster is not up (no {default}/env): run make test "
+                    f"as root, or {script}")
+    assert cluster is not None
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Cluster:
+    return up_or_unavailable("slurm")
+
+
+@pytest.fixture(scope="session")
+def htcondor() -> Cluster:
+    return up_or_unavailable("htcondor")
 
 
 def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str = "key",
@@ -127,22 +153,6 @@ def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     found: dict[str, Any] = next(c for c in obj["status"]["conditions"] if c["type"] == kind)
     return found
-
-
-@pytest.fixture(scope="session")
-def htcondor() -> Cluster:
-    state = Path(os.environ.get("HPCBRIDGE_CONDOR_STATE", "/var/tmp/hpcbridge-condor"))
-    if not (state / "env").exists():
-        unavailable(f"the HTCondor test pool is not up ({state}/env missing): run make test "
-                    "as root")
-    env = read_env(state / "env")
-    return Cluster(
-        backend="htcondor", state=state, host=env["HPCBRIDGE_CONDOR_HOST"],
-        port=int(env["HPCBRIDGE_CONDOR_PORT"]), user=env["HPCBRIDGE_CONDOR_USER"],
-        key=Path(env["HPCBRIDGE_CONDOR_KEY"]).read_text(),
-        known_hosts=Path(env["HPCBRIDGE_CONDOR_KNOWN_HOSTS"]).read_text(),
-        password=env["HPCBRIDGE_CONDOR_PASSWORD"], rootfs=env["HPCBRIDGE_CONDOR_ROOTFS"],
-    )
 
 
 def free_port() -> int:

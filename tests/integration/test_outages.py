@@ -28,14 +28,22 @@ def stopped(cluster: Cluster, daemon: str) -> Iterator[None]:
         cluster.script(f"{kind}-up.sh")
 
 
-@pytest.mark.slurm
-@pytest.mark.parametrize("daemon", ["sshd", "slurmctld"])
-def test_slurm_outage_keeps_phase_then_recovers(
-    driver: Driver, slurm: Cluster, name: str, daemon: str
+OUTAGES = [
+    pytest.param("slurm", "sshd", marks=pytest.mark.slurm, id="slurm-sshd"),
+    pytest.param("slurm", "slurmctld", marks=pytest.mark.slurm, id="slurm-slurmctld"),
+    pytest.param("htcondor", "sshd", marks=pytest.mark.htcondor, id="htcondor-sshd"),
+    pytest.param("htcondor", "condor_master", marks=pytest.mark.htcondor, id="htcondor-schedd"),
+]
+
+
+@pytest.mark.parametrize(("backend", "daemon"), OUTAGES)
+def test_outage_keeps_phase_then_recovers(
+    driver: Driver, name: str, backend: str, daemon: str, request: pytest.FixtureRequest
 ) -> None:
-    start(driver, slurm, name, "#!/bin/sh\nsleep 15\necho done\n")
+    cluster: Cluster = request.getfixturevalue(backend)
+    start(driver, cluster, name, "#!/bin/sh\nsleep 15\necho done\n")
     driver.run_to_phase(NAMESPACE, name, "Running")
-    with stopped(slurm, daemon):
+    with stopped(cluster, daemon):
         answer = driver.sync(NAMESPACE, name)  # the driver gives up after the 30 s hook timeout
         obj = driver.get(NAMESPACE, name)
         assert obj["status"]["phase"] == "Running"
@@ -45,20 +53,3 @@ def test_slurm_outage_keeps_phase_then_recovers(
     obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", timeout=120)
     assert condition(obj, "ClusterReachable")["status"] == "True"
     assert obj["status"]["reason"] == ""
-
-
-@pytest.mark.htcondor
-@pytest.mark.parametrize("daemon", ["sshd", "condor_master"])
-def test_htcondor_outage_keeps_phase_then_recovers(
-    driver: Driver, htcondor: Cluster, name: str, daemon: str
-) -> None:
-    start(driver, htcondor, name, "#!/bin/sh\nsleep 15\necho done\n")
-    driver.run_to_phase(NAMESPACE, name, "Running")
-    with stopped(htcondor, daemon):
-        driver.sync(NAMESPACE, name)
-        obj = driver.get(NAMESPACE, name)
-        assert obj["status"]["phase"] == "Running"
-        assert obj["status"]["reason"] == "ClusterUnreachable"
-        assert condition(obj, "ClusterReachable")["status"] == "False"
-    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", timeout=120)
-    assert condition(obj, "ClusterReachable")["status"] == "True"
