@@ -125,14 +125,15 @@ class Hooks:
     def _target(self, req: HookRequest) -> Work | None:
         raw = req.parent.get("spec")
         try:
+            spec = parse_spec(raw)
+            return Work(backends.for_name(spec.backend), spec.cluster, spec, "")
+        except SpecError as err:
+            error = str(err)
+        try:
             name, cluster = parse_target(raw)
         except SpecError:
             return None
-        try:
-            spec, error = parse_spec(raw), ""
-        except SpecError as err:
-            spec, error = None, str(err)
-        return Work(backends.for_name(name), cluster, spec, error)
+        return Work(backends.for_name(name), cluster, None, error)
 
     def _engage(
         self, req: HookRequest, target: Work, prev: Status, plan: Plan, now: datetime.datetime
