@@ -18,7 +18,7 @@ port_in_use() {
     [[ -n $(ss -Hltn "sport = :$1") ]]
 }
 
-# debian_mirror: print the Debian archive URL this machine's apt uses (e.g. http://HOST/debian),
+# debian_mirror: print the URL of the Debian archive this machine's apt uses,
 # taken from the stanza/line for the release suite itself (not -security/-updates). Prefers
 # entries signed by Debian's archive keyring, so a third-party repo with the same suite name
 # (e.g. "bookworm stable") is not picked.

@@ -351,3 +351,22 @@ def test_other_controller_shapes_and_hook_versions(
     assert "hello from" in driver.run_pod(pod).stdout
     driver.finalize(NAMESPACE, name)
     assert (NAMESPACE, name) not in driver.batchjobs
+
+
+def test_follow_streams_output_while_the_job_runs(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    script = "#!/bin/sh\necho started\nsleep 8\necho finished\n"
+    start(driver, slurm, name, script, logs={"pod": True, "follow": True})
+    obj = driver.run_until(NAMESPACE, name, lambda o: o["status"]["phase"] == "Running"
+                           and bool(driver.pods_of(NAMESPACE, name)))
+    assert obj["status"]["logsPod"] == f"{name}-logs"
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    with concurrent.futures.ThreadPoolExecutor(1) as kubelet:
+        logs = kubelet.submit(driver.run_pod, pod)
+        driver.run_to_phase(NAMESPACE, name, "Succeeded")
+        output = logs.result(timeout=120)
+    assert output.returncode == 0, output.stderr
+    assert output.stdout.endswith("started\nfinished\n")
+    (same,) = driver.pods_of(NAMESPACE, name)
+    assert same["metadata"]["uid"] == pod["metadata"]["uid"]  # not recreated at the end
