@@ -97,11 +97,14 @@ class Hooks:
         cluster = spec.get("cluster") if isinstance(spec, Mapping) else None
         ref = cluster.get("secretRef") if isinstance(cluster, Mapping) else None
         name = ref.get("name") if isinstance(ref, Mapping) else None
-        if not isinstance(name, str) or not name:
+        attempt = status.from_raw(parent.get("status")).cluster
+        names = [n for n in (name, attempt.secret_name if attempt else None)
+                 if isinstance(n, str) and n]
+        if not names:
             return {"relatedResources": []}
         namespace = parent["metadata"]["namespace"]
         rule = {"apiVersion": "v1", "resource": "secrets", "namespace": namespace,
-                "names": [name]}
+                "names": sorted(set(names))}
         return {"relatedResources": [rule]}
 
     def sync(self, body: object) -> dict[str, Any]:
@@ -110,17 +113,32 @@ class Hooks:
             return self._finalize(req)
         now = self.clock()
         prev = status.from_raw(req.parent.get("status"))
-        target = self._target(req)
+        spec_target = self._target(req)
+        new = self._step(req, spec_target, prev, now)
+        if new.finished and not prev.finished and new.attempt_generation == req.generation:
+            # A node failure within backoffLimit resubmits at once, so that the BatchJob does
+            # not flash Failed. (After a spec edit the end stays visible, with its log Pod,
+            # and the next attempt follows on the next sync.)
+            new = self._step(req, spec_target, new, now)
+        return self._answer(req, spec_target, new, now)
+
+    def _step(
+        self, req: HookRequest, target: Work | None, prev: Status, now: datetime.datetime
+    ) -> Status:
+        """Plan and run one step of the BatchJob's life."""
         backoff = target.spec.backoff_limit if target and target.spec else 0
         plan = lifecycle.plan(prev, generation=req.generation, backoff_limit=backoff)
+        if plan.step is Step.TRACK:
+            target = _where_submitted(target, prev, req)
         if plan.step is Step.IDLE:
-            new = prev
-        elif target is None or (target.spec is None and plan.step is Step.SUBMIT):
+            return prev
+        if target is None or (target.spec is None and plan.step is Step.SUBMIT):
             message = target.spec_error if target else _spec_error(req)
-            new = lifecycle.invalid_spec(prev, message, backend=_backend_name(req))
-        else:
-            new = self._engage(req, target, prev, plan, now)
-        return self._answer(req, target, new, now)
+            return lifecycle.invalid_spec(prev, message, backend=_backend_name(req))
+        if plan.step is Step.SUBMIT and prev.finished:
+            log.info("%s/%s: attempt %d after %s", req.namespace, req.name, plan.attempt,
+                     prev.reason or prev.phase)
+        return self._engage(req, target, prev, plan, now)
 
     def _target(self, req: HookRequest) -> Work | None:
         raw = req.parent.get("spec")
@@ -150,7 +168,7 @@ class Hooks:
                 return self._track(conn, req, target, prev, plan, now, budget)
         except Trouble as trouble:
             return lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
-                                         backend=backend)
+                                         backend=backend, cluster=target.cluster)
 
     def _credentials(self, req: HookRequest, cluster: ClusterRef) -> Credentials:
         secret = req.secrets.get(cluster.secret_name)
@@ -193,12 +211,13 @@ class Hooks:
             if outcome.kind is Submitted.NEW:
                 log.info("submitted %s/%s attempt %d as %s job %s", req.namespace, req.name,
                          plan.attempt, backend.name, outcome.job_id)
-            return lifecycle.submitted(prev, plan, backend=backend.name, job_id=outcome.job_id,
-                                       now=response.format_time(now))
+            return lifecycle.submitted(prev, plan, backend=backend.name, cluster=spec.cluster,
+                                       job_id=outcome.job_id, now=response.format_time(now))
         if outcome.kind is Submitted.IN_FLIGHT:
-            return lifecycle.in_flight(prev, plan, backend=backend.name)
+            return lifecycle.in_flight(prev, plan, backend=backend.name, cluster=spec.cluster)
         if outcome.kind is Submitted.REFUSED:
-            return lifecycle.refused(prev, plan, backend=backend.name, message=outcome.message)
+            return lifecycle.refused(prev, plan, backend=backend.name, cluster=spec.cluster,
+                                     message=outcome.message)
         raise Trouble(Reason.CLUSTER_UNREACHABLE,
                       f"The scheduler did not take the submission ({outcome.message}); "
                       "it is retried once the attempt's guard expires.")
@@ -231,17 +250,12 @@ class Hooks:
                                        f"{target.spec_error}".strip())
         if new.finished:
             self.cache.drop(conn.key, backend, key)
-        retry = lifecycle.plan(new, generation=req.generation,
-                               backoff_limit=spec.backoff_limit if spec else 0)
-        if spec is not None and retry.step is Step.SUBMIT and new.finished:
-            log.info("resubmitting %s/%s after %s", req.namespace, req.name, new.reason)
-            return self._submit(conn, req, backend, spec, new, retry, now, budget)
         return new
 
     def _finalize(self, req: HookRequest) -> dict[str, Any]:
         now = self.clock()
         prev = status.from_raw(req.parent.get("status"))
-        target = self._target(req)
+        target = _where_submitted(self._target(req), prev, req)
         annotations = req.metadata.get("annotations") or {}
         if annotations.get(SKIP_CANCEL) == "true":
             log.info("%s/%s deleted with %s: cluster left alone", req.namespace, req.name,
@@ -315,7 +329,12 @@ class Hooks:
             new, previous=previous, now=response.format_time(now),
             generation=req.generation if req.shape == "decorator" else None,
         )
-        resync = response.resync_after(new, previous=previous, uid=req.uid, now=now)
+        spec = target.spec if target else None
+        next_due = spec is not None and new.finished and lifecycle.plan(
+            new, generation=req.generation, backoff_limit=spec.backoff_limit
+        ).step is Step.SUBMIT
+        resync = response.resync_after(new, previous=previous, uid=req.uid, now=now,
+                                       next_attempt_due=next_due)
         metrics.record_phase(req.uid, str(new.phase))
         return response.envelope(req.shape, status=raw, children=pods, resync=resync)
 
@@ -327,10 +346,21 @@ class Hooks:
         if spec is not None and not spec.logs_pod:
             return []
         if spec is not None and children.pod_due(new, logs_pod=True, follow=spec.logs_follow):
+            if new.cluster is not None:
+                spec = replace(spec, backend=new.backend or spec.backend, cluster=new.cluster)
             job = JobRequest(req.namespace, req.name, req.uid, new.attempt, spec)
             return [children.log_pod(job, job_ids=new.job_ids, image=self.settings.log_image)]
         kept = children.carried_over(observed)
         return [kept] if kept else []
+
+
+def _where_submitted(target: Work | None, prev: Status, req: HookRequest) -> Work | None:
+    """The current attempt stays where it was submitted: an edit of the spec's backend or
+    cluster applies to the next attempt."""
+    if prev.cluster is None or prev.backend not in backends.BACKENDS:
+        return target
+    spec, error = (target.spec, target.spec_error) if target else (None, _spec_error(req))
+    return Work(backends.for_name(prev.backend), prev.cluster, spec, error)
 
 
 def _trouble(err: errors.SSHError) -> Trouble:

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from hooks.core.aggregate import Summary
-from hooks.core.model import INFRASTRUCTURE_REASONS, Phase, Reason
+from hooks.core.model import INFRASTRUCTURE_REASONS, ClusterRef, Phase, Reason
 from hooks.core.status import Status
 
 
@@ -54,10 +54,12 @@ def plan(prev: Status, *, generation: int, backoff_limit: int) -> Plan:
     return Plan(Step.IDLE, prev.attempt, prev.attempt_generation, prev.retries)
 
 
-def submitted(prev: Status, p: Plan, *, backend: str, job_id: str, now: str) -> Status:
-    """The attempt has a job id on the cluster; its state comes with the next query."""
+def submitted(
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, job_id: str, now: str
+) -> Status:
+    """The attempt has a job id on ``cluster``; its state comes with the next query."""
     return replace(
-        _fresh(prev, p, backend),
+        _fresh(prev, p, backend, cluster),
         message=f"Attempt {p.attempt} was submitted as job {job_id}.",
         job_ids=(job_id,),
         active=1,
@@ -65,17 +67,19 @@ def submitted(prev: Status, p: Plan, *, backend: str, job_id: str, now: str) -> 
     ).reached()
 
 
-def in_flight(prev: Status, p: Plan, *, backend: str) -> Status:
+def in_flight(prev: Status, p: Plan, *, backend: str, cluster: ClusterRef) -> Status:
     """Another call holds the attempt's submission guard and has not recorded a job id yet."""
     return replace(
-        _fresh(prev, p, backend),
+        _fresh(prev, p, backend, cluster),
         reason=Reason.SUBMITTING,
         message=f"A submission of attempt {p.attempt} is in flight; waiting for its job id.",
     ).reached()
 
 
-def refused(prev: Status, p: Plan, *, backend: str, message: str) -> Status:
-    fresh = _fresh(prev, p, backend)
+def refused(
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, message: str
+) -> Status:
+    fresh = _fresh(prev, p, backend, cluster)
     return replace(
         fresh,
         phase=Phase.FAILED,
@@ -122,7 +126,10 @@ def observed(
     ).reached()
 
 
-def unreachable(prev: Status, p: Plan, reason: Reason, message: str, *, backend: str) -> Status:
+def unreachable(
+    prev: Status, p: Plan, reason: Reason, message: str, *, backend: str,
+    cluster: ClusterRef | None = None,
+) -> Status:
     """The cluster could not be asked: keep the last known state, say why.
 
     Before the attempt has a job id the BatchJob waits in ``Pending`` with the reason; after,
@@ -131,7 +138,7 @@ def unreachable(prev: Status, p: Plan, reason: Reason, message: str, *, backend:
     if p.step is Step.TRACK:
         base = prev if prev.finished else replace(prev, reason=reason, message=message)
     else:
-        base = replace(_fresh(prev, p, backend), reason=reason, message=message)
+        base = replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
     contacted = reason not in (Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
     return replace(
         base, reachable=False if contacted else None, reachability_reason=str(reason),
@@ -165,11 +172,14 @@ def deleted(prev: Status, *, cancelled: int) -> Status:
     ).reached()
 
 
-def _fresh(prev: Status, p: Plan, backend: str) -> Status:
-    """A status for attempt ``p.attempt`` before it has a job id."""
+def _fresh(prev: Status, p: Plan, backend: str, cluster: ClusterRef | None = None) -> Status:
+    """A status for attempt ``p.attempt`` before it has a job id; it keeps the attempt's
+    cluster when it has one."""
+    same = prev.attempt == p.attempt
     return Status(
         phase=Phase.PENDING,
         backend=backend,
+        cluster=cluster or (prev.cluster if same else None),
         attempt=p.attempt,
         attempt_generation=p.attempt_generation,
         retries=p.retries,

@@ -39,9 +39,13 @@ def envelope(
     return body
 
 
-def resync_after(status: Status, *, previous: object, uid: str, now: datetime.datetime) -> float:
+def resync_after(
+    status: Status, *, previous: object, uid: str, now: datetime.datetime,
+    next_attempt_due: bool = False,
+) -> float:
     """Seconds until the next sync; 0 for a finished BatchJob, which is not polled.
 
+    A finished attempt whose successor is due (the spec changed) comes back at once.
     Active jobs are polled every ``MIN_POLL`` seconds at first and less often the longer
     nothing changes (up to ``MAX_POLL``); an unreachable cluster is retried with a growing
     backoff. Each BatchJob's interval is scaled by a factor drawn from its uid, so that many
@@ -51,7 +55,7 @@ def resync_after(status: Status, *, previous: object, uid: str, now: datetime.da
         was_down = _condition_status(previous, "ClusterReachable") == "False"
         quiet = _seconds_since(previous, "ClusterReachable", now) if was_down else 0.0
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
-    elif status.reason is Reason.SUBMITTING:
+    elif status.reason is Reason.SUBMITTING or next_attempt_due:
         base = MIN_POLL
     elif status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN:
         base = SLOW_POLL

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core.model import TERMINAL_PHASES, Phase, Reason
+from hooks.core.model import TERMINAL_PHASES, ClusterRef, Phase, Reason
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable")
 
@@ -35,6 +35,9 @@ class Status:
     start_time: str | None = None
     completion_time: str | None = None
     logs_pod: str | None = None
+    cluster: ClusterRef | None = None
+    """Where the attempt was submitted; tracking and cancelling go there, whatever the spec
+    says now (a spec edit waits for the attempt's end)."""
     reachable: bool | None = None
     """Whether the last contact with the cluster worked; None before the first one."""
     reachability_reason: str = ""
@@ -72,6 +75,7 @@ def from_raw(raw: object) -> Status:
         start_time=_optional_text(raw.get("startTime")),
         completion_time=_optional_text(raw.get("completionTime")),
         logs_pod=_optional_text(raw.get("logsPod")),
+        cluster=_cluster(raw.get("cluster")),
         reachable={"True": True, "False": False}.get((reach or {}).get("status", "")),
         reachability_reason=_text((reach or {}).get("reason")),
         reachability_message=_text((reach or {}).get("message")),
@@ -107,6 +111,7 @@ def to_raw(
         "startTime": status.start_time,
         "completionTime": status.completion_time,
         "logsPod": status.logs_pod,
+        "cluster": _cluster_raw(status.cluster),
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})
@@ -169,6 +174,26 @@ def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
         if isinstance(item, Mapping) and item.get("type") == kind:
             return item
     return None
+
+
+def _cluster(raw: object) -> ClusterRef | None:
+    if not isinstance(raw, Mapping):
+        return None
+    host, port, ref = raw.get("host"), raw.get("port"), raw.get("secretRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    insecure = raw.get("insecureSkipHostKeyCheck", False)
+    if not (isinstance(host, str) and isinstance(port, int) and isinstance(name, str)
+            and isinstance(insecure, bool)):
+        return None
+    return ClusterRef(host, port, name, insecure)
+
+
+def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
+    if cluster is None:
+        return None
+    return {"host": cluster.host, "port": cluster.port,
+            "secretRef": {"name": cluster.secret_name},
+            "insecureSkipHostKeyCheck": cluster.insecure_skip_host_key_check}
 
 
 def _list(value: object) -> list[Any]:

@@ -146,10 +146,10 @@ def test_parallel_syncs_submit_once(driver: Driver, slurm: Cluster, name: str) -
         answers = list(pool.map(
             lambda _: requests.post(f"{driver.url}/sync", json=body, timeout=30), range(10)))
     assert all(a.status_code == 200 for a in answers)
-    reasons = {a.json()["status"]["reason"] for a in answers}
-    assert reasons <= {"", "Submitting"}
+    said = [(a.json()["status"]["reason"], a.json()["status"]["message"]) for a in answers]
+    assert {reason for reason, _ in said} <= {"", "Submitting"}, said
     jobs = {tuple(a.json()["status"]["jobIDs"]) for a in answers} - {()}
-    assert len(jobs) == 1
+    assert len(jobs) == 1, said
     (job,) = next(iter(jobs))
     assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == [job]
     driver.run_to_phase(NAMESPACE, name, "Succeeded")
@@ -370,3 +370,19 @@ def test_follow_streams_output_while_the_job_runs(
     assert output.stdout.endswith("started\nfinished\n")
     (same,) = driver.pods_of(NAMESPACE, name)
     assert same["metadata"]["uid"] == pod["metadata"]["uid"]  # not recreated at the end
+
+
+def test_cluster_change_while_running_waits_for_the_end(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    start(driver, slurm, name, "#!/bin/sh\nsleep 6\necho done\n")
+    driver.run_to_phase(NAMESPACE, name, "Running")
+    # Nothing listens on 127.0.0.2: the hooks must keep following the attempt where it runs.
+    driver.update_spec(NAMESPACE, name, lambda spec: spec["cluster"].update(host="127.0.0.2"))
+    status = driver.run_until(NAMESPACE, name,
+                              lambda o: o["status"]["attempt"] == 2, timeout=90)["status"]
+    assert status["cluster"]["host"] == "127.0.0.2"
+    assert (status["phase"], status["reason"]) == ("Pending", "ClusterUnreachable")
+    (pod,) = driver.pods_of(NAMESPACE, name)  # attempt 1's logs stay readable
+    assert pod["metadata"]["labels"]["hpcbridge.io/attempt"] == "1"
+    assert driver.run_pod(pod).stdout.endswith("done\n")

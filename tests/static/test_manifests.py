@@ -295,9 +295,9 @@ def test_crd_declares_every_api_doc_field(section: str) -> None:
     assert list(undeclared(api_doc_block(section), schema, section)) == []
 
 
-def test_status_fields_are_the_api_doc_ones_plus_retries() -> None:
+def test_status_fields_are_the_api_doc_ones_plus_retries_and_cluster() -> None:
     declared = crd_schema(batchjob_crd())["properties"]["status"]["properties"]
-    assert set(declared) == set(api_doc_block("status")) | {"retries"}
+    assert set(declared) == set(api_doc_block("status")) | {"retries", "cluster"}
 
 
 def test_every_crd_field_has_a_description() -> None:

@@ -382,12 +382,6 @@ def test_a_finished_batchjob_is_answered_without_the_cluster() -> None:
     assert sessions.opened == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service._track queries the cluster of the *current* spec: an edit of "
-    "spec.cluster.host while attempt 1 runs makes the hooks look for job 4242 on the new host "
-    "(the API says the change waits for the end); the status does not record the old host",
-)
 def test_an_active_attempt_is_tracked_where_it_was_submitted() -> None:
     request = load("sync-running")
     request["parent"]["metadata"]["generation"] = 2
@@ -438,3 +432,12 @@ def test_finalize_of_a_never_submitted_batchjob_without_its_secret() -> None:
     code, body, _ = post(client(sessions), "/finalize", request)
     assert (code, body["finalized"]) == (200, True)
     assert sessions.opened == []
+
+
+def test_customize_also_asks_for_the_secret_of_the_running_attempt() -> None:
+    request = load("sync-running")
+    request["parent"]["spec"]["cluster"]["secretRef"]["name"] = "new-login"
+    code, body, _ = post(client(NoCluster()), "/customize",
+                         {"controller": request["controller"], "parent": request["parent"]})
+    assert code == 200
+    assert body["relatedResources"][0]["names"] == ["hpc-login", "new-login"]

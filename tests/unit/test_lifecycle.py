@@ -10,8 +10,10 @@ import pytest
 from hooks.core import lifecycle
 from hooks.core.aggregate import summarize
 from hooks.core.lifecycle import Plan, Step, plan
-from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.model import ClusterRef, Outcome, Phase, Reason, TaskState
 from hooks.core.status import Status
+
+CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)
 
 NOW = "2026-11-22T10:00:02Z"
 
@@ -84,7 +86,8 @@ def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> No
 
 def test_submitted() -> None:
     new = lifecycle.submitted(Status(), Plan(Step.SUBMIT, 1, 3, 0), backend="slurm",
-                              job_id="4242", now=NOW)
+                              cluster=CLUSTER, job_id="4242", now=NOW)
+    assert new.cluster == CLUSTER
     assert (new.phase, new.reason, new.job_ids, new.attempt, new.attempt_generation) == (
         Phase.PENDING, Reason.NONE, ("4242",), 1, 3
     )
@@ -94,7 +97,7 @@ def test_submitted() -> None:
 def test_a_new_attempt_starts_from_a_clean_status() -> None:
     prev = status(Phase.FAILED, Reason.NODE_FAIL, failed=1, exit_code=0,
                   completion_time="2026-11-22T09:00:00Z", start_time="2026-11-22T08:00:00Z")
-    new = lifecycle.submitted(prev, Plan(Step.SUBMIT, 2, 1, 1), backend="slurm",
+    new = lifecycle.submitted(prev, Plan(Step.SUBMIT, 2, 1, 1), backend="slurm", cluster=CLUSTER,
                               job_id="4300", now=NOW)
     assert (new.attempt, new.retries, new.job_ids, new.failed, new.exit_code) == (
         2, 1, ("4300",), 0, None
@@ -103,12 +106,13 @@ def test_a_new_attempt_starts_from_a_clean_status() -> None:
 
 
 def test_in_flight() -> None:
-    new = lifecycle.in_flight(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm")
+    new = lifecycle.in_flight(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm",
+                              cluster=CLUSTER)
     assert (new.phase, new.reason, new.job_ids) == (Phase.PENDING, Reason.SUBMITTING, ())
 
 
 def test_refused() -> None:
-    new = lifecycle.refused(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm",
+    new = lifecycle.refused(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm", cluster=CLUSTER,
                             message="sbatch: error: Invalid partition name specified")
     assert (new.phase, new.reason, new.active) == (Phase.FAILED, Reason.SUBMIT_FAILED, 0)
     assert new.message.endswith("sbatch: error: Invalid partition name specified")

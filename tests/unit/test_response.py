@@ -163,3 +163,10 @@ def test_parse_time(text: object, expected: datetime.datetime | None) -> None:
 def test_format_time_is_utc() -> None:
     local = NOW.astimezone(datetime.timezone(datetime.timedelta(hours=2)))
     assert response.format_time(local) == "2026-11-22T12:00:00Z"
+
+
+def test_a_finished_attempt_whose_successor_is_due_comes_back_at_once() -> None:
+    done = Status(phase=Phase.SUCCEEDED, job_ids=("1",), attempt=1, reachable=True)
+    assert resync_after(done, previous=None, uid=UIDS[0], now=NOW) == 0
+    assert 0 < resync_after(done, previous=None, uid=UIDS[0], now=NOW,
+                            next_attempt_due=True) <= MIN_POLL
