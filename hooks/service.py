@@ -294,9 +294,7 @@ class Hooks:
         if active:
             backend.cancel(conn, active, timeout=budget.take(self.settings.command_timeout))
             log.info("cancelled %s for deleted %s/%s", ", ".join(active), req.namespace, req.name)
-            new = replace(prev, reason=Reason.DELETED,
-                          message=f"The BatchJob is being deleted; cancelling {len(active)} "
-                                  "job(s).").reached()
+            new = lifecycle.cancelling(prev, active)
             return self._finished(req, target, new, now, done=False)
         root = job_root(req.namespace, req.name, req.uid)
         result = conn.run(guard.cleanup_command(root=root, stale_seconds=guard.STALE_SECONDS),
@@ -305,7 +303,7 @@ class Hooks:
             new = replace(prev, message="The BatchJob is being deleted; waiting for a "
                                         "submission in flight.").reached()
             return self._finished(req, target, new, now, done=False)
-        new = lifecycle.deleted(prev, cancelled=1) if prev.reason is Reason.DELETED else prev
+        new = lifecycle.deleted(prev)
         return self._finished(req, target, new, now, done=True)
 
     def _finished(

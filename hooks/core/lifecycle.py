@@ -9,6 +9,7 @@ the next ``Status``. All of them are pure; ``hooks.service`` runs the steps.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.aggregate import Summary
@@ -158,15 +159,24 @@ def invalid_spec(prev: Status, message: str, *, backend: str) -> Status:
     )
 
 
-def deleted(prev: Status, *, cancelled: int) -> Status:
-    """Finalize cancelled the BatchJob's active jobs."""
-    if not cancelled:
+def cancelling(prev: Status, job_ids: Sequence[str]) -> Status:
+    """Finalize asked the scheduler to cancel the BatchJob's active jobs."""
+    return replace(
+        prev,
+        reason=Reason.DELETED,
+        message=f"The BatchJob is being deleted; cancelling {', '.join(job_ids)}.",
+    ).reached()
+
+
+def deleted(prev: Status) -> Status:
+    """The scheduler confirms that nothing of the BatchJob is active any more. A BatchJob that
+    had nothing to cancel keeps its final status."""
+    if prev.reason is not Reason.DELETED:
         return prev
     return replace(
         prev,
         phase=Phase.CANCELLED,
-        reason=Reason.DELETED,
-        message=f"The BatchJob was deleted; {cancelled} active job(s) were cancelled.",
+        message="The BatchJob was deleted and its active jobs were cancelled.",
         active=0,
         cancelled=prev.cancelled + prev.active,
     ).reached()

@@ -221,16 +221,16 @@ def test_invalid_spec() -> None:
     assert new.message.startswith("spec.script")
 
 
-@pytest.mark.parametrize(
-    ("cancelled", "phase", "reason"),
-    [
-        pytest.param(1, Phase.CANCELLED, Reason.DELETED, id="cancelled-by-finalize"),
-        pytest.param(0, Phase.RUNNING, Reason.NONE, id="nothing-to-cancel"),
-    ],
-)
-def test_deleted(cancelled: int, phase: Phase, reason: Reason) -> None:
+def test_cancelling_then_deleted() -> None:
     prev = status(Phase.RUNNING, active=1)
-    new = lifecycle.deleted(prev, cancelled=cancelled)
-    assert (new.phase, new.reason) == (phase, reason)
-    if cancelled:
-        assert (new.active, new.cancelled) == (0, 1)
+    asked = lifecycle.cancelling(prev, ["4242"])
+    assert (asked.phase, asked.reason) == (Phase.RUNNING, Reason.DELETED)
+    assert "4242" in asked.message
+    done = lifecycle.deleted(asked)
+    assert (done.phase, done.reason, done.active, done.cancelled) == (
+        Phase.CANCELLED, Reason.DELETED, 0, 1)
+
+
+def test_deleted_with_nothing_to_cancel_keeps_the_final_status() -> None:
+    prev = status(Phase.SUCCEEDED)
+    assert lifecycle.deleted(prev) == prev
