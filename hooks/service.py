@@ -35,6 +35,7 @@ from hooks.status_cache import StatusCache
 log = logging.getLogger(__name__)
 
 SKIP_CANCEL = "hpcbridge.io/skip-cancel"
+SLACK = 4.0
 SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
     errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,
     errors.AuthenticationFailed: Reason.AUTHENTICATION_FAILED,
@@ -58,7 +59,9 @@ class Budget:
         self._deadline = time.monotonic() + seconds
 
     def take(self, wanted: float) -> float:
-        left = self._deadline - time.monotonic()
+        """Seconds for the next remote step; a command may overrun its own limit by a few
+        seconds (the remote kill grace), which is held back here."""
+        left = self._deadline - time.monotonic() - SLACK
         if left < 1:
             raise Trouble(Reason.CLUSTER_UNREACHABLE, "The cluster answered too slowly.")
         return min(wanted, left)
@@ -114,21 +117,24 @@ class Hooks:
         now = self.clock()
         prev = status.from_raw(req.parent.get("status"))
         spec_target = self._target(req)
-        new = self._step(req, spec_target, prev, now)
+        budget = Budget(self.settings.sync_budget)
+        new = self._step(req, spec_target, prev, now, budget)
         if new.finished and not prev.finished and new.attempt_generation == req.generation:
             # A node failure within backoffLimit resubmits at once, so that the BatchJob does
             # not flash Failed. (After a spec edit the end stays visible, with its log Pod,
             # and the next attempt follows on the next sync.)
-            new = self._step(req, spec_target, new, now)
+            new = self._step(req, spec_target, new, now, budget)
         return self._answer(req, spec_target, new, now)
 
     def _step(
-        self, req: HookRequest, target: Work | None, prev: Status, now: datetime.datetime
+        self, req: HookRequest, target: Work | None, prev: Status, now: datetime.datetime,
+        budget: Budget,
     ) -> Status:
         """Plan and run one step of the BatchJob's life."""
         backoff = target.spec.backoff_limit if target and target.spec else 0
         plan = lifecycle.plan(prev, generation=req.generation, backoff_limit=backoff)
-        if plan.step is Step.TRACK:
+        if plan.step is Step.TRACK or (plan.step is Step.SUBMIT and plan.attempt == prev.attempt):
+            # The attempt stays where it was first sent, also while its submission is retried.
             target = _where_submitted(target, prev, req)
         if plan.step is Step.IDLE:
             return prev
@@ -138,7 +144,7 @@ class Hooks:
         if plan.step is Step.SUBMIT and prev.finished:
             log.info("%s/%s: attempt %d after %s", req.namespace, req.name, plan.attempt,
                      prev.reason or prev.phase)
-        return self._engage(req, target, prev, plan, now)
+        return self._engage(req, target, prev, plan, now, budget)
 
     def _target(self, req: HookRequest) -> Work | None:
         raw = req.parent.get("spec")
@@ -154,17 +160,16 @@ class Hooks:
         return Work(backends.for_name(name), cluster, None, error)
 
     def _engage(
-        self, req: HookRequest, target: Work, prev: Status, plan: Plan, now: datetime.datetime
+        self, req: HookRequest, target: Work, prev: Status, plan: Plan, now: datetime.datetime,
+        budget: Budget,
     ) -> Status:
         backend = target.backend.name
         try:
             credentials = self._credentials(req, target.cluster)
-            budget = Budget(self.settings.sync_budget)
             with self._connect(target.cluster, credentials, budget) as conn:
                 if plan.step is Step.SUBMIT:
                     assert target.spec is not None
-                    return self._submit(conn, req, target.backend, target.spec, prev, plan, now,
-                                        budget)
+                    return self._submit(conn, req, target, prev, plan, now, budget)
                 return self._track(conn, req, target, prev, plan, now, budget)
         except Trouble as trouble:
             return lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
@@ -198,25 +203,30 @@ class Hooks:
         except SchedulerError as err:
             raise Trouble(Reason.CLUSTER_UNREACHABLE,
                           f"The scheduler did not answer: {err}.") from err
+        except TimeoutError as err:
+            raise Trouble(Reason.CLUSTER_UNREACHABLE, "The cluster answered too slowly.") from err
 
     def _submit(
-        self, conn: Limited, req: HookRequest, backend: Backend, spec: Spec, prev: Status,
-        plan: Plan, now: datetime.datetime, budget: Budget,
+        self, conn: Limited, req: HookRequest, target: Work, prev: Status, plan: Plan,
+        now: datetime.datetime, budget: Budget,
     ) -> Status:
+        backend, spec, cluster = target.backend, target.spec, target.cluster
+        assert spec is not None
         job = JobRequest(req.namespace, req.name, req.uid, plan.attempt, spec)
         outcome = backend.submit(conn, job, timeout=budget.take(self.settings.command_timeout))
         if outcome.kind in (Submitted.NEW, Submitted.EXISTING):
-            ref = JobRef(job.key, outcome.job_id, backend.expected_tasks(spec, outcome.job_id))
-            self.cache.track(conn.key, backend, ref)
+            tasks = backend.expected_tasks(spec, outcome.job_id)
+            self.cache.track(conn.key, backend, JobRef(job.key, outcome.job_id, tasks))
             if outcome.kind is Submitted.NEW:
                 log.info("submitted %s/%s attempt %d as %s job %s", req.namespace, req.name,
                          plan.attempt, backend.name, outcome.job_id)
-            return lifecycle.submitted(prev, plan, backend=backend.name, cluster=spec.cluster,
-                                       job_id=outcome.job_id, now=response.format_time(now))
+            return lifecycle.submitted(prev, plan, backend=backend.name, cluster=cluster,
+                                       job_id=outcome.job_id, tasks=tasks,
+                                       now=response.format_time(now))
         if outcome.kind is Submitted.IN_FLIGHT:
-            return lifecycle.in_flight(prev, plan, backend=backend.name, cluster=spec.cluster)
+            return lifecycle.in_flight(prev, plan, backend=backend.name, cluster=cluster)
         if outcome.kind is Submitted.REFUSED:
-            return lifecycle.refused(prev, plan, backend=backend.name, cluster=spec.cluster,
+            return lifecycle.refused(prev, plan, backend=backend.name, cluster=cluster,
                                      message=outcome.message)
         raise Trouble(Reason.CLUSTER_UNREACHABLE,
                       f"The scheduler did not take the submission ({outcome.message}); "
@@ -228,9 +238,7 @@ class Hooks:
     ) -> Status:
         backend, spec = target.backend, target.spec
         job_id = backend.job_id(prev.job_ids[0])
-        expected = prev.job_ids
-        if spec is not None and len(prev.job_ids) == 1:
-            expected = backend.expected_tasks(spec, job_id)
+        expected = prev.job_ids  # the tasks the attempt was submitted with, or has shown since
         key = f"{req.uid}-{plan.attempt}"
         ref = JobRef(key=key, job_id=job_id, expected_tasks=expected)
         found = self.cache.lookup(conn.key, backend, conn, ref,
@@ -239,7 +247,7 @@ class Hooks:
         summary = aggregate.summarize(
             found,
             expected=expected,
-            single=spec.single if spec else len(expected) == 1,
+            single=len(expected) == 1,
             seconds_since_submit=(now - submitted_at).total_seconds(),
         )
         new = lifecycle.observed(prev, plan, summary, backend=backend.name,
@@ -253,6 +261,21 @@ class Hooks:
         return new
 
     def _finalize(self, req: HookRequest) -> dict[str, Any]:
+        try:
+            return self._finalize_once(req)
+        except Exception:
+            # A bug must not keep a deleted BatchJob forever: past the grace, let it go.
+            now = self.clock()
+            deleted_at = response.parse_time(req.metadata.get("deletionTimestamp")) or now
+            if (now - deleted_at).total_seconds() < self.settings.finalize_grace:
+                raise
+            log.exception("finalizing %s/%s failed; giving up after the grace period",
+                          req.namespace, req.name)
+            metrics.FINALIZE_GAVE_UP.inc()
+            return response.envelope(req.shape, status=req.parent.get("status") or {},
+                                     children=[], resync=0, finalized=True)
+
+    def _finalize_once(self, req: HookRequest) -> dict[str, Any]:
         now = self.clock()
         prev = status.from_raw(req.parent.get("status"))
         target = _where_submitted(self._target(req), prev, req)
@@ -299,10 +322,15 @@ class Hooks:
         root = job_root(req.namespace, req.name, req.uid)
         result = conn.run(guard.cleanup_command(root=root, stale_seconds=guard.STALE_SECONDS),
                           timeout=budget.take(self.settings.command_timeout))
-        if result.out.strip() not in ("removed", "gone"):
+        answer = result.out.strip()
+        if answer == "busy":
             new = replace(prev, message="The BatchJob is being deleted; waiting for a "
                                         "submission in flight.").reached()
             return self._finished(req, target, new, now, done=False)
+        if answer not in ("removed", "gone"):
+            detail = (result.err.strip().splitlines() or ["no answer"])[-1][:200]
+            raise Trouble(Reason.CLUSTER_UNREACHABLE,
+                          f"Removing the BatchJob's remote directory failed: {detail}")
         new = lifecycle.deleted(prev)
         return self._finished(req, target, new, now, done=True)
 
@@ -355,10 +383,16 @@ class Hooks:
 def _where_submitted(target: Work | None, prev: Status, req: HookRequest) -> Work | None:
     """The current attempt stays where it was submitted: an edit of the spec's backend or
     cluster applies to the next attempt."""
-    if prev.cluster is None or prev.backend not in backends.BACKENDS:
+    if prev.cluster is None:
         return target
+    if prev.backend in backends.BACKENDS:
+        backend = backends.for_name(prev.backend)
+    elif target is not None:
+        backend = target.backend
+    else:
+        return None
     spec, error = (target.spec, target.spec_error) if target else (None, _spec_error(req))
-    return Work(backends.for_name(prev.backend), prev.cluster, spec, error)
+    return Work(backend, prev.cluster, spec, error)
 
 
 def _trouble(err: errors.SSHError) -> Trouble:

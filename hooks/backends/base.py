@@ -17,12 +17,26 @@ for transport trouble and ``SchedulerError`` when the scheduler itself fails to 
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from hooks.core.model import JobRef, JobRequest, Spec, TaskState
 from hooks.ssh.client import Remote
+
+
+class Deadline:
+    """Seconds left of a budget shared by the commands of one batched query."""
+
+    def __init__(self, seconds: float) -> None:
+        self._end = time.monotonic() + seconds
+
+    def __call__(self) -> float:
+        left = self._end - time.monotonic()
+        if left < 1:
+            raise TimeoutError("the batched query ran out of time")
+        return left
 
 
 class SchedulerError(Exception):

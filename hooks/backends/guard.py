@@ -1,14 +1,16 @@
 """Exactly-once submission as one remote command, shared by every scheduler.
 
 The attempt's directory is the guard: ``mkdir`` is atomic, so of all calls racing to submit an
-attempt exactly one creates it and submits; the job id it records in ``jobid`` answers every
+attempt exactly one creates it (and the ``.guard`` file whose age dates it: the job itself
+writes into the directory) and submits; the job id it records in ``jobid`` answers every
 later call. A call that finds the guard held with no id answers "in flight". A guard older than
 ``stale`` seconds with no id recorded belongs to a submission that died: the call looks the
 attempt up on the scheduler by name (a job found there is recorded, not resubmitted) and only
 then takes the guard over with a second atomic ``mkdir`` (``takeover.N``) and submits again.
 ``stale`` must exceed the longest remote command, which the remote ``timeout`` bounds.
 
-A refusal by the scheduler is recorded in ``refused`` and answered again to later calls; a
+A script whose upload was cut short is not submitted. A refusal by the scheduler is recorded
+in ``refused`` and answered again to later calls; a
 transient failure (scheduler unreachable) leaves the guard to go stale, because whether the job
 reached the scheduler is then unknown and only the lookup can tell.
 """
@@ -25,13 +27,15 @@ d=$HOME/$1; stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
 umask 077
 mkdir -p -- "${d%/*}" || { echo "error cannot create ${d%/*}"; exit 0; }
 say_existing() { printf 'existing %s\n' "$(head -n 1 -- "$d/jobid")"; exit 0; }
-if ! mkdir -- "$d" 2>/dev/null; then
+if mkdir -- "$d" 2>/dev/null; then
+  : > "$d/.guard"
+else
   [ -s "$d/jobid" ] && say_existing
   if [ -e "$d/refused" ]; then
     printf 'refused %s\n' "$(grep -v '^[[:space:]]*$' "$d/refused" | tail -n 1)"; exit 0
   fi
   n=0; while [ -d "$d/takeover.$((n + 1))" ]; do n=$((n + 1)); done
-  marker=$d; [ "$n" -gt 0 ] && marker=$d/takeover.$n
+  marker=$d/.guard; [ -e "$marker" ] || marker=$d; [ "$n" -gt 0 ] && marker=$d/takeover.$n
   age=$(( $(date +%s) - $(stat -c %Y -- "$marker") ))
   [ "$age" -lt "$stale" ] && { echo inflight; exit 0; }
   found=$(sh -c "$lookup") || { echo inflight; exit 0; }
@@ -45,7 +49,8 @@ fi
 cd -- "$d" || { echo "error cannot enter $d"; exit 0; }
 i=0
 while [ "$i" -lt "$nfiles" ]; do
-  head -c "$2" > "$1" || { echo "error cannot write $1"; exit 0; }
+  head -c "$2" > "$1" && [ "$(wc -c < "$1")" -eq "$2" ] \
+    || { echo "error the upload of $1 was cut short"; exit 0; }
   shift 2; i=$((i + 1))
 done
 if "$@" > submit.out 2> submit.err; then
@@ -98,7 +103,8 @@ now=$(date +%s)
 for g in "$root"/attempt-*; do
   [ -d "$g" ] || continue
   { [ -s "$g/jobid" ] || [ -e "$g/refused" ]; } && continue
-  newest=$(stat -c %Y -- "$g" "$g"/takeover.* 2>/dev/null | sort -n | tail -n 1)
+  marker=$g/.guard; [ -e "$marker" ] || marker=$g
+  newest=$(stat -c %Y -- "$marker" "$g"/takeover.* 2>/dev/null | sort -n | tail -n 1)
   [ $((now - newest)) -lt "$stale" ] && { echo busy; exit 0; }
 done
 rm -rf -- "$root" && echo removed

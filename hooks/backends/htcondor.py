@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hooks.backends import guard
-from hooks.backends.base import SchedulerError, SubmitOutcome, Submitted
+from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted
 from hooks.core import htcondor_states
 from hooks.core.htcondor_states import CondorRecord
 from hooks.core.htcondor_submit import KEY_ATTRIBUTE, classad_string, submit_description
@@ -102,13 +102,14 @@ class HTCondorBackend:
         self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
         by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
+        left = Deadline(timeout)
         for chunk in _chunks([ref.key for ref in refs], KEY_CHUNK):
-            _collect(by_key, refs, _ads(conn, "condor_q", key_constraint(chunk), (), timeout))
+            _collect(by_key, refs, _ads(conn, "condor_q", key_constraint(chunk), (), left()))
         wanted = {ref.key: _missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
         wanted = {key: count for key, count in wanted.items() if count}
         for chunk in _chunks(sorted(wanted), KEY_CHUNK):
             limit = str(sum(wanted[key] for key in chunk))
-            ads = _ads(conn, "condor_history", key_constraint(chunk), ("-limit", limit), timeout)
+            ads = _ads(conn, "condor_history", key_constraint(chunk), ("-limit", limit), left())
             _collect(by_key, refs, ads, history=True)
         return {ref.key: _tasks(ref, by_key[ref.key]) for ref in refs}
 

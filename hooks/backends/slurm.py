@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from hooks.backends import guard
-from hooks.backends.base import SchedulerError, SubmitOutcome, Submitted
+from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted
 from hooks.core import slurm_states, units
 from hooks.core.model import JobRef, JobRequest, Spec, TaskState
 from hooks.core.slurm_states import SlurmRecord
@@ -67,7 +67,8 @@ class SlurmBackend:
         self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
         names = {self.job_name(ref.key): ref for ref in refs}
-        queued = _squeue(conn, timeout, names.__contains__)
+        left = Deadline(timeout)
+        queued = _squeue(conn, left(), names.__contains__)
         by_key: dict[str, dict[str, SlurmRecord]] = {ref.key: {} for ref in refs}
         for job_name, records in queued.items():
             if job_name in names:
@@ -79,7 +80,7 @@ class SlurmBackend:
         accounted: dict[str, list[SlurmRecord]] = {}
         for chunk in _chunks([ref.job_id for ref in settled if ref.job_id], SACCT_CHUNK):
             result = conn.run(["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(chunk),
-                               "-o", SACCT_FIELDS], timeout=timeout)
+                               "-o", SACCT_FIELDS], timeout=left())
             accounted.update(parse_sacct(_checked(result, "sacct")))
         for ref in settled:
             records = accounted.get(self.job_name(ref.key), [])
@@ -204,7 +205,7 @@ def _squeue(
 ) -> dict[str, list[SlurmRecord]]:
     """The login user's wanted jobs in squeue, finished ones inside MinJobAge included."""
     result = conn.run(
-        ["env", "TZ=UTC", "sh", "-c", 'exec squeue -h -r -t all -u "$(id -un)" -o "$1"',
+        ["env", "TZ=UTC", "sh", "-c", 'exec squeue -a -h -r -t all -u "$(id -un)" -o "$1"',
          "squeue", SQUEUE_FORMAT],
         timeout=timeout,
     )

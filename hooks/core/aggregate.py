@@ -58,8 +58,10 @@ def summarize(
     if not by_id and seconds_since_submit >= NOT_VISIBLE_GRACE_SECONDS:
         return _not_found(expected)
     for task_id in expected:
-        # A job that became an array (its script asked for one) reports its tasks instead.
-        if task_id not in by_id and not any(t.startswith(f"{task_id}_") for t in by_id):
+        # A job that became an array or a heterogeneous job (its script asked for one)
+        # reports its tasks or components instead.
+        parts = (f"{task_id}_", f"{task_id}+")
+        if task_id not in by_id and not any(t.startswith(parts) for t in by_id):
             by_id[task_id] = TaskState(task_id, Outcome.PENDING,
                                        message="The job is not visible on the cluster yet")
     tasks = sorted(by_id.values(), key=lambda t: task_order(t.task_id))

@@ -8,6 +8,7 @@ across syncs; a new attempt changes it, and the controller's ``Recreate`` strate
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,17 @@ from hooks.core.status import Status
 SECRET_MOUNT = "/var/run/secrets/hpcbridge"
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 UID = 65532
+
+
+def label_value(name: str) -> str:
+    """``name`` as a label value: at most 63 characters, so long names keep a stable digest.
+
+    >>> label_value("a" * 70)[-9:]
+    '-6bd5e503'
+    """
+    if len(name) <= 63:
+        return name
+    return f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def pod_name(batchjob: str) -> str:
@@ -55,7 +67,7 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
             "labels": {
                 "app.kubernetes.io/name": "hpcbridge",
                 "app.kubernetes.io/component": "logs",
-                "hpcbridge.io/batchjob": job.name,
+                "hpcbridge.io/batchjob": label_value(job.name),
                 "hpcbridge.io/attempt": str(job.attempt),
             },
         },

@@ -82,5 +82,8 @@ def _iso(epoch: int | None) -> str | None:
     """Epoch seconds as RFC 3339 UTC (a conversion, not a clock reading)."""
     if not epoch:
         return None
-    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    try:
+        moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

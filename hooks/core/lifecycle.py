@@ -56,14 +56,16 @@ def plan(prev: Status, *, generation: int, backoff_limit: int) -> Plan:
 
 
 def submitted(
-    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, job_id: str, now: str
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, job_id: str,
+    tasks: tuple[str, ...], now: str,
 ) -> Status:
-    """The attempt has a job id on ``cluster``; its state comes with the next query."""
+    """The attempt has a job id on ``cluster``; its ``tasks`` (array tasks, procs) are what
+    later queries expect to see, whatever the spec says by then."""
     return replace(
         _fresh(prev, p, backend, cluster),
         message=f"Attempt {p.attempt} was submitted as job {job_id}.",
-        job_ids=(job_id,),
-        active=1,
+        job_ids=tasks,
+        active=len(tasks),
         submit_time=now,
     ).reached()
 

@@ -219,8 +219,9 @@ def _htcondor(raw: Mapping[str, Any]) -> HTCondorOptions:
         if not isinstance(value, str):
             raise SpecError(f"spec.htcondor.submitOptions[{key!r}] must be a string.")
         if "\n" in key or "\r" in key or "\n" in value or "\r" in value:
+            first_line = (key.splitlines() or [""])[0]
             raise SpecError(
-                f"spec.htcondor.submitOptions[{key.splitlines()[0]!r}] contains a newline, "
+                f"spec.htcondor.submitOptions[{first_line!r}] contains a newline, "
                 "which would start a new submit command."
             )
         if not _submit_key_ok(key):

@@ -64,7 +64,10 @@ def parse_memory_mib(value: object) -> int:
         factor: float = 1e-3
     else:
         factor = _BINARY.get(suffix or "", 0) or _DECIMAL.get(suffix or "", 1)
-    mib = math.ceil(float(number) * factor / 2**20)
+    try:
+        mib = math.ceil(float(number) * factor / 2**20)
+    except (OverflowError, ValueError) as err:
+        raise ValueError(f"{text!r} is not a memory size this cluster could offer") from err
     if mib <= 0:
         raise ValueError(f"{text!r} is less than the smallest allocation")
     return mib

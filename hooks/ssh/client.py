@@ -269,7 +269,10 @@ def known_host_keys(credentials: Credentials, target: Target) -> dict[str, param
             continue
         for name in entry.hostnames:
             keys.add(name, entry.key.get_name(), entry.key)
-    found = keys.lookup(target.known_hosts_name)
+    try:
+        found = keys.lookup(target.known_hosts_name)
+    except ValueError:  # a malformed hashed entry (|1|salt|hash) fails to decode
+        return {}
     return dict(found.items()) if found else {}
 
 

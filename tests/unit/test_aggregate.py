@@ -177,3 +177,12 @@ def test_expected_tasks_that_are_missing_do_not_count_as_succeeded() -> None:
     summary = summarize([task("7_0", S)], expected=("7_0", "7_1", "7_2", "7_3"), single=False,
                         seconds_since_submit=120)
     assert summary.phase is not Phase.SUCCEEDED
+
+
+def test_a_heterogeneous_job_reports_its_components_instead_of_its_id() -> None:
+    from hooks.core.aggregate import summarize as aggregate
+
+    done = [TaskState("4242+0", Outcome.SUCCEEDED, exit_code=0),
+            TaskState("4242+1", Outcome.SUCCEEDED, exit_code=0)]
+    summary = aggregate(done, expected=("4242",), single=True, seconds_since_submit=5)
+    assert (summary.phase, summary.task_ids) == (Phase.SUCCEEDED, ("4242+0", "4242+1"))

@@ -86,7 +86,7 @@ def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> No
 
 def test_submitted() -> None:
     new = lifecycle.submitted(Status(), Plan(Step.SUBMIT, 1, 3, 0), backend="slurm",
-                              cluster=CLUSTER, job_id="4242", now=NOW)
+                              cluster=CLUSTER, job_id="4242", tasks=("4242",), now=NOW)
     assert new.cluster == CLUSTER
     assert (new.phase, new.reason, new.job_ids, new.attempt, new.attempt_generation) == (
         Phase.PENDING, Reason.NONE, ("4242",), 1, 3
@@ -98,7 +98,7 @@ def test_a_new_attempt_starts_from_a_clean_status() -> None:
     prev = status(Phase.FAILED, Reason.NODE_FAIL, failed=1, exit_code=0,
                   completion_time="2026-11-22T09:00:00Z", start_time="2026-11-22T08:00:00Z")
     new = lifecycle.submitted(prev, Plan(Step.SUBMIT, 2, 1, 1), backend="slurm", cluster=CLUSTER,
-                              job_id="4300", now=NOW)
+                              job_id="4300", tasks=("4300",), now=NOW)
     assert (new.attempt, new.retries, new.job_ids, new.failed, new.exit_code) == (
         2, 1, ("4300",), 0, None
     )

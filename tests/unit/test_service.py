@@ -105,3 +105,79 @@ def test_last_retry_used_up_is_backoff_limit_exceeded(backend: NodeFailing) -> N
     assert backend.submitted == []
     assert (status["phase"], status["reason"]) == ("Failed", "BackoffLimitExceeded")
     assert "resubmitted 2 time(s)" in status["message"]
+
+
+class RecordingPool(Pool):
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+
+    @contextmanager
+    def open(self, target: Any, credentials: object, *, timeout: float) -> Iterator[Conn]:
+        self.hosts.append(target.host)
+        yield Conn()
+
+
+class InFlight(NodeFailing):
+    def submit(self, conn: Any, job: JobRequest, *, timeout: float) -> SubmitOutcome:
+        self.submitted.append(job)
+        return SubmitOutcome(Submitted.IN_FLIGHT)
+
+
+def test_a_retried_submission_stays_on_the_cluster_it_was_first_sent_to(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(backends.BACKENDS, "slurm", InFlight())
+    body = request(backoff_limit=0, retries=0)
+    body["parent"]["status"] = {
+        "phase": "Pending", "reason": "Submitting", "jobIDs": [], "attempt": 1,
+        "attemptGeneration": 1,
+        "cluster": {"host": "old-login", "port": 22, "secretRef": {"name": "login"},
+                    "insecureSkipHostKeyCheck": False},
+    }
+    body["parent"]["metadata"]["generation"] = 2
+    body["parent"]["spec"]["cluster"]["host"] = "new-login"
+    pool = RecordingPool()
+    hooks = Hooks(Settings(), pool=pool, clock=lambda: NOW)  # type: ignore[arg-type]
+    status = hooks.sync(body)["status"]
+    assert pool.hosts == ["old-login"]
+    assert (status["attempt"], status["cluster"]["host"]) == (1, "old-login")
+
+
+@pytest.mark.parametrize("spec_change", [
+    pytest.param({"resources": {"memory": "1e400"}}, id="memory-overflow"),
+    pytest.param({"backend": "htcondor", "htcondor": {"submitOptions": {"": "a\nb"}}},
+                 id="empty-key-with-newline"),
+])
+def test_specs_the_crd_lets_through_are_invalid_not_errors(spec_change: dict[str, Any]) -> None:
+    body = request(backoff_limit=0, retries=0)
+    body["parent"]["status"] = {}
+    body["parent"]["spec"].update(spec_change)
+    pool = RecordingPool()
+    status = Hooks(Settings(), pool=pool, clock=lambda: NOW).sync(body)["status"]  # type: ignore[arg-type]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
+    assert pool.hosts == []
+
+
+class Broken(NodeFailing):
+    def active_jobs(self, conn: Any, uid: str, *, timeout: float) -> list[str]:
+        raise RuntimeError("a bug")
+
+
+@pytest.mark.parametrize(("minutes", "raises"), [
+    pytest.param(1, True, id="within-the-grace-the-error-is-retried"),
+    pytest.param(11, False, id="after-the-grace-deletion-goes-on"),
+])
+def test_a_finalize_bug_does_not_keep_a_deleted_batchjob_forever(
+    monkeypatch: pytest.MonkeyPatch, minutes: int, raises: bool
+) -> None:
+    monkeypatch.setitem(backends.BACKENDS, "slurm", Broken())
+    body = request(backoff_limit=0, retries=0)
+    body["finalizing"] = True
+    body["parent"]["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    later = NOW + datetime.timedelta(minutes=minutes)
+    hooks = Hooks(Settings(), pool=Pool(), clock=lambda: later)  # type: ignore[arg-type]
+    if raises:
+        with pytest.raises(RuntimeError):
+            hooks.sync(body)
+    else:
+        assert hooks.sync(body)["finalized"] is True
