@@ -117,7 +117,7 @@ def sync_all(driver: Driver, client: Client, names: list[str]) -> float:
         answers = list(pool.map(lambda body: client.post("/sync", body), bodies))
     took = time.perf_counter() - started
     for name, answer in zip(names, answers, strict=True):
-        driver._apply(NAMESPACE, name, answer, finalizing=False)
+        driver.apply(NAMESPACE, name, answer, finalizing=False)
     return took
 
 

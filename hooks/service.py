@@ -265,9 +265,7 @@ class Hooks:
             return self._finalize_once(req)
         except Exception:
             # A bug must not keep a deleted BatchJob forever: past the grace, let it go.
-            now = self.clock()
-            deleted_at = response.parse_time(req.metadata.get("deletionTimestamp")) or now
-            if (now - deleted_at).total_seconds() < self.settings.finalize_grace:
+            if not self._past_grace(req, self.clock()):
                 raise
             log.exception("finalizing %s/%s failed; giving up after the grace period",
                           req.namespace, req.name)
@@ -293,11 +291,9 @@ class Hooks:
             with self._connect(target.cluster, credentials, budget) as conn:
                 return self._cancel_and_clean(conn, req, target, prev, now, budget)
         except Trouble as trouble:
-            deleted_at = response.parse_time(req.metadata.get("deletionTimestamp")) or now
-            waited = (now - deleted_at).total_seconds()
             give_up = never_submitted and trouble.reason in (
                 Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
-            if give_up or waited >= self.settings.finalize_grace:
+            if give_up or self._past_grace(req, now):
                 metrics.FINALIZE_GAVE_UP.inc()
                 log.warning("finalizing %s/%s without cleaning up on the cluster: %s",
                             req.namespace, req.name, trouble.message)
@@ -306,6 +302,11 @@ class Hooks:
             new = lifecycle.unreachable(prev, plan, trouble.reason, trouble.message,
                                         backend=prev.backend)
             return self._finished(req, target, new, now, done=False)
+
+    def _past_grace(self, req: HookRequest, now: datetime.datetime) -> bool:
+        """Whether ``HPCBRIDGE_FINALIZE_GRACE`` has passed since the BatchJob was deleted."""
+        deleted_at = response.parse_time(req.metadata.get("deletionTimestamp")) or now
+        return (now - deleted_at).total_seconds() >= self.settings.finalize_grace
 
     def _cancel_and_clean(
         self, conn: Limited, req: HookRequest, target: Work, prev: Status,
@@ -371,7 +372,7 @@ class Hooks:
         observed = req.pods.get(children.pod_name(req.name))
         if spec is not None and not spec.logs_pod:
             return []
-        if spec is not None and children.pod_due(new, logs_pod=True, follow=spec.logs_follow):
+        if spec is not None and children.pod_due(new, follow=spec.logs_follow):
             if new.cluster is not None:
                 spec = replace(spec, backend=new.backend or spec.backend, cluster=new.cluster)
             job = JobRequest(req.namespace, req.name, req.uid, new.attempt, spec)

@@ -155,10 +155,11 @@ class Driver:
         body = self.request(namespace, name)
         hook = "finalize" if body["finalizing"] else "sync"
         answer = self._post(hook, body)
-        self._apply(namespace, name, answer, finalizing=body["finalizing"])
+        self.apply(namespace, name, answer, finalizing=body["finalizing"])
         return answer
 
-    def _apply(self, namespace: str, name: str, answer: Object, *, finalizing: bool) -> None:
+    def apply(self, namespace: str, name: str, answer: Object, *, finalizing: bool) -> None:
+        """Apply a hook's answer as Metacontroller does (see the module docstring)."""
         if self.hook_version == "v2" and not set(answer) <= V2_RESPONSE_KEYS | {"attachments"}:
             raise HookFailed(f"v2 strict decoding rejects keys {set(answer) - V2_RESPONSE_KEYS}")
         obj = self.get(namespace, name)

@@ -8,7 +8,7 @@
     {key: [TaskState]} <----|---+               accounting/history for what left the queue)
     uid ------------------->|  active_jobs     (every active job of one BatchJob)
     [job id] -------------->|  cancel
-    JobRequest ------------>|  output location (the attempt directory; <task>.out/.err)
+    JobRequest.remote_dir   |  output location: the scheduler writes <task>.out/.err there
 
 Every method takes the connection and a deadline in seconds, raises ``hooks.ssh.errors``
 for transport trouble and ``SchedulerError`` when the scheduler itself fails to answer.
@@ -78,9 +78,3 @@ class Backend(Protocol):
     def job_id(self, task_id: str) -> str:
         """The id of the job (SLURM array, HTCondor cluster) a task id belongs to."""
         ...
-
-
-def output_location(job: JobRequest) -> str:
-    """Where an attempt's output lives, relative to the login user's home: one
-    ``<task id>.out`` and ``<task id>.err`` per task, written by the scheduler."""
-    return job.remote_dir

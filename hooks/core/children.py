@@ -36,9 +36,9 @@ def pod_name(batchjob: str) -> str:
     return f"{batchjob}-logs"
 
 
-def pod_due(status: Status, *, logs_pod: bool, follow: bool) -> bool:
-    """Whether the current attempt's log Pod should exist."""
-    if not logs_pod or not status.job_ids:
+def pod_due(status: Status, *, follow: bool) -> bool:
+    """Whether the current attempt's log Pod should exist (given ``spec.logs.pod``)."""
+    if not status.job_ids:
         return False
     return status.phase in TERMINAL_PHASES or (follow and status.phase is Phase.RUNNING)
 

@@ -137,11 +137,6 @@ class Spec:
     logs_follow: bool = False
     backoff_limit: int = 0
 
-    @property
-    def single(self) -> bool:
-        """One task: neither a SLURM array nor an HTCondor ``queue N`` with N > 1."""
-        return not self.slurm.array_tasks and self.htcondor.queue == 1
-
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:

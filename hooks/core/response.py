@@ -52,7 +52,7 @@ def resync_after(
     BatchJobs created together do not resync in lock-step.
     """
     if status.reachable is False:
-        was_down = _condition_status(previous, "ClusterReachable") == "False"
+        was_down = _condition(previous, "ClusterReachable").get("status") == "False"
         quiet = _seconds_since(previous, "ClusterReachable", now) if was_down else 0.0
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
     elif status.reason is Reason.SUBMITTING or next_attempt_due:
@@ -73,23 +73,18 @@ def _jitter(uid: str) -> float:
     return 0.75 + 0.25 * int.from_bytes(digest[:2], "big") / 65536
 
 
-def _condition_status(previous: object, kind: str) -> str:
-    if not isinstance(previous, Mapping):
-        return ""
-    for condition in previous.get("conditions") or ():
+def _condition(previous: object, kind: str) -> Mapping[str, Any]:
+    """The previous status's condition of that type, or an empty mapping."""
+    conditions = previous.get("conditions") if isinstance(previous, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else ():
         if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return str(condition.get("status"))
-    return ""
+            return condition
+    return {}
 
 
 def _seconds_since(previous: object, kind: str, now: datetime.datetime) -> float:
-    if not isinstance(previous, Mapping):
-        return 0.0
-    for condition in previous.get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            stamp = parse_time(condition.get("lastTransitionTime"))
-            return max(0.0, (now - stamp).total_seconds()) if stamp else 0.0
-    return 0.0
+    stamp = parse_time(_condition(previous, kind).get("lastTransitionTime"))
+    return max(0.0, (now - stamp).total_seconds()) if stamp else 0.0
 
 
 def format_time(moment: datetime.datetime) -> str:

@@ -441,3 +441,13 @@ def test_customize_also_asks_for_the_secret_of_the_running_attempt() -> None:
                          {"controller": request["controller"], "parent": request["parent"]})
     assert code == 200
     assert body["relatedResources"][0]["names"] == ["hpc-login", "new-login"]
+
+
+def test_logs_pod_off_declares_no_log_pod_even_when_one_exists() -> None:
+    request = load("sync-running")
+    request["parent"]["status"].update(phase="Succeeded", active=0, succeeded=1)
+    request["parent"]["spec"]["logs"] = {"pod": False, "follow": False}
+    assert request["children"]["Pod.v1"]  # the saved request observes a log Pod
+    code, body, _ = post(client(NoCluster()), "/sync", request)
+    assert (code, body["children"]) == (200, [])
+    assert "logsPod" not in body["status"]

@@ -121,26 +121,24 @@ def status(phase: Phase, job_ids: tuple[str, ...] = ("4242",)) -> Status:
 
 
 @pytest.mark.parametrize(
-    ("status", "logs_pod", "follow", "due"),
+    ("status", "follow", "due"),
     [
-        pytest.param(status(Phase.PENDING), True, False, False, id="pending"),
-        pytest.param(status(Phase.PENDING), True, True, False, id="pending-follow"),
-        pytest.param(status(Phase.RUNNING), True, False, False, id="running"),
-        pytest.param(status(Phase.RUNNING), True, True, True, id="running-follow"),
-        pytest.param(status(Phase.SUCCEEDED), True, False, True, id="succeeded"),
-        pytest.param(status(Phase.SUCCEEDED), True, True, True, id="succeeded-follow"),
-        pytest.param(status(Phase.FAILED), True, False, True, id="failed"),
-        pytest.param(status(Phase.CANCELLED), True, False, True, id="cancelled"),
-        pytest.param(status(Phase.SUCCEEDED), False, False, False, id="logs-pod-off"),
-        pytest.param(status(Phase.RUNNING), False, True, False, id="logs-pod-off-follow"),
-        pytest.param(status(Phase.FAILED, ()), True, False, False, id="nothing-submitted"),
-        pytest.param(Status(phase=Phase.FAILED, reason=Reason.INVALID_SPEC), True, False, False,
+        pytest.param(status(Phase.PENDING), False, False, id="pending"),
+        pytest.param(status(Phase.PENDING), True, False, id="pending-follow"),
+        pytest.param(status(Phase.RUNNING), False, False, id="running"),
+        pytest.param(status(Phase.RUNNING), True, True, id="running-follow"),
+        pytest.param(status(Phase.SUCCEEDED), False, True, id="succeeded"),
+        pytest.param(status(Phase.SUCCEEDED), True, True, id="succeeded-follow"),
+        pytest.param(status(Phase.FAILED), False, True, id="failed"),
+        pytest.param(status(Phase.CANCELLED), False, True, id="cancelled"),
+        pytest.param(status(Phase.FAILED, ()), False, False, id="nothing-submitted"),
+        pytest.param(Status(phase=Phase.FAILED, reason=Reason.INVALID_SPEC), False, False,
                      id="invalid-spec"),
-        pytest.param(status(Phase.UNKNOWN), True, True, False, id="unknown"),
+        pytest.param(status(Phase.UNKNOWN), True, False, id="unknown"),
     ],
 )
-def test_pod_due(status: Status, logs_pod: bool, follow: bool, due: bool) -> None:
-    assert pod_due(status, logs_pod=logs_pod, follow=follow) is due
+def test_pod_due(status: Status, follow: bool, due: bool) -> None:
+    assert pod_due(status, follow=follow) is due
 
 
 def observed_pod() -> dict[str, Any]:

@@ -15,7 +15,7 @@ from hooks.core.slurm_states import SlurmRecord, to_task
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "slurm"
-API_DOCS = (REPO / "docs" / "batchjob-api.md", REPO.parent / "shared/design/batchjob-api.md")
+API_DOC = REPO / "docs" / "batchjob-api.md"
 
 # The SLURM states the API doc (batchjob-api.md, "SLURM states map" and the reasons table) names,
 # with the outcome and reason it gives each. None: the doc does not fix a reason.
@@ -65,10 +65,7 @@ def record(state: str, reason: str = "None", exit_code: str = "") -> SlurmRecord
 
 
 def api_doc_states() -> set[str]:
-    doc = next((path for path in API_DOCS if path.exists()), None)
-    if doc is None:
-        pytest.skip("batchjob-api.md is not beside the repository")
-    text = doc.read_text()
+    text = API_DOC.read_text()
     paragraph = text[text.index("SLURM states map"):]
     paragraph = paragraph[: paragraph.index("HTCondor JobStatus")]
     table = [line for line in text.splitlines() if line.startswith("|") and "SLURM" in line]

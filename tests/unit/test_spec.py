@@ -65,10 +65,10 @@ def test_example_values() -> None:
     hello = parse_spec(docs["hello-slurm/hello"]["spec"])
     assert (hello.resources.cpus, hello.resources.memory_mib, hello.resources.time_limit_seconds,
             hello.resources.nodes) == (2, 4096, 1800, 1)
-    assert (hello.logs_pod, hello.logs_follow, hello.single) == (True, True, True)
+    assert (hello.logs_pod, hello.logs_follow) == (True, True)
     assert hello.cluster.port == 22 and not hello.cluster.insecure_skip_host_key_check
     array = parse_spec(docs["array-slurm/hello-array"]["spec"])
-    assert (array.slurm.array_tasks, array.backoff_limit, array.single) == ((0, 1, 2, 3), 1, False)
+    assert (array.slurm.array_tasks, array.backoff_limit) == ((0, 1, 2, 3), 1)
     condor = parse_spec(docs["hello-htcondor/hello-condor"]["spec"])
     assert condor.htcondor.queue == 2
     assert condor.htcondor.submit_options == (("+ProjectName", '"demo"'),)
@@ -352,7 +352,7 @@ def test_bad_memory_named_like_a_time_error(quantity: str) -> None:
 )
 def test_array(array: str, tasks: tuple[int, ...]) -> None:
     parsed = parse_spec(spec(slurm={"array": array}))
-    assert (parsed.slurm.array, parsed.slurm.array_tasks, parsed.single) == (array, tasks, False)
+    assert (parsed.slurm.array, parsed.slurm.array_tasks) == (array, tasks)
 
 
 @pytest.mark.parametrize(
