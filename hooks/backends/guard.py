@@ -25,35 +25,37 @@ PROGRAM = r"""
 set -u
 d=$HOME/$1; stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
 umask 077
-mkdir -p -- "${d%/*}" || { echo "error cannot create ${d%/*}"; exit 0; }
-say_existing() { printf 'existing %s\n' "$(head -n 1 -- "$d/jobid")"; exit 0; }
+# Every answer reads stdin to its end first: a command that exits before the client's EOF
+# arrives lets sshd free the channel, and OpenSSH drops the whole connection on that late EOF.
+answer() { cat > /dev/null; printf '%s\n' "$*"; exit 0; }
+say_existing() { answer existing "$(head -n 1 -- "$d/jobid")"; }
+mkdir -p -- "${d%/*}" || answer error cannot create "${d%/*}"
 if mkdir -- "$d" 2>/dev/null; then
   : > "$d/.guard"
 else
   [ -s "$d/jobid" ] && say_existing
-  if [ -e "$d/refused" ]; then
-    printf 'refused %s\n' "$(grep -v '^[[:space:]]*$' "$d/refused" | tail -n 1)"; exit 0
-  fi
+  [ -e "$d/refused" ] && answer refused "$(grep -v '^[[:space:]]*$' "$d/refused" | tail -n 1)"
   n=0; while [ -d "$d/takeover.$((n + 1))" ]; do n=$((n + 1)); done
   marker=$d/.guard; [ -e "$marker" ] || marker=$d; [ "$n" -gt 0 ] && marker=$d/takeover.$n
   age=$(( $(date +%s) - $(stat -c %Y -- "$marker") ))
-  [ "$age" -lt "$stale" ] && { echo inflight; exit 0; }
-  found=$(sh -c "$lookup") || { echo inflight; exit 0; }
+  [ "$age" -lt "$stale" ] && answer inflight
+  found=$(sh -c "$lookup" < /dev/null) || answer inflight
   if [ -n "$found" ]; then
     printf '%s\n' "$found" > "$d/jobid.tmp" && mv -f -- "$d/jobid.tmp" "$d/jobid"
     say_existing
   fi
-  mkdir -- "$d/takeover.$((n + 1))" 2>/dev/null || { echo inflight; exit 0; }
+  mkdir -- "$d/takeover.$((n + 1))" 2>/dev/null || answer inflight
   [ -s "$d/jobid" ] && say_existing
 fi
-cd -- "$d" || { echo "error cannot enter $d"; exit 0; }
+cd -- "$d" || answer error cannot enter "$d"
 i=0
 while [ "$i" -lt "$nfiles" ]; do
   head -c "$2" > "$1" && [ "$(wc -c < "$1")" -eq "$2" ] \
-    || { echo "error the upload of $1 was cut short"; exit 0; }
+    || answer error the upload of "$1" was cut short
   shift 2; i=$((i + 1))
 done
-if "$@" > submit.out 2> submit.err; then
+cat > /dev/null
+if "$@" > submit.out 2> submit.err < /dev/null; then
   id=$(head -n 1 submit.out | cut -d ';' -f 1 | cut -d ' ' -f 1 | tr -d '\r')
   printf '%s\n' "$id" > jobid.tmp && mv -f jobid.tmp jobid
   printf 'submitted %s\n' "$id"

@@ -8,6 +8,7 @@ so it dies with its deadline, and takes its input on stdin.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import select
@@ -116,15 +117,18 @@ class Connection:
             channel.settimeout(_left(deadline))
             channel.exec_command(command)
             if stdin:
+                # Remote programs given input read it to its end (see hooks.backends.guard):
+                # an EOF sent after sshd freed the channel would end the whole connection.
                 channel.sendall(stdin)
-            channel.shutdown_write()
+                channel.shutdown_write()
             return _collect(channel, sink, deadline, host)
         except TimeoutError as err:
             raise errors.CommandTimeout(host, f"{argv[0]} on {host} timed out") from err
         except (paramiko.SSHException, OSError, EOFError) as err:
             raise errors.ClusterUnreachable(host, f"SSH to {host} failed: {err}") from err
         finally:
-            channel.close()
+            with contextlib.suppress(paramiko.SSHException, OSError, EOFError):
+                channel.close()
 
 
     def _open_session(self, deadline: float) -> paramiko.Channel:

@@ -97,3 +97,22 @@ def test_cleanup_waits_for_a_young_guard_and_removes_the_rest(tmp_path: Path) ->
     (attempt(tmp_path) / "jobid").write_text("4242\n")
     assert clean() == "removed"
     assert clean() == "gone"
+
+
+def test_an_early_answer_waits_for_the_end_of_its_input(tmp_path: Path) -> None:
+    """sshd frees a channel once its command exits; OpenSSH then drops the whole connection
+    on the client's late EOF. So even an instant answer ("in flight") reads stdin to EOF."""
+    attempt(tmp_path).mkdir(parents=True)
+    (attempt(tmp_path) / ".guard").touch()
+    argv, payload = guard.command(remote_dir=".hpcbridge/ns/name/uid/attempt-1",
+                                  files=[("script", SCRIPT)], submit=SUBMIT, lookup="exit 0",
+                                  transient="x", stale_seconds=120)
+    program = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               env={**os.environ, "HOME": str(tmp_path)})
+    assert program.stdin is not None
+    program.stdin.write(payload)
+    program.stdin.flush()
+    with pytest.raises(subprocess.TimeoutExpired):
+        program.wait(timeout=0.5)  # still reading: the input has not ended
+    out, _ = program.communicate(timeout=10)
+    assert out.decode().strip() == "inflight"
