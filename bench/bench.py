@@ -36,7 +36,7 @@ import requests
 from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.ssh.client import Target, connect
-from tests.driver import Driver
+from tests.driver import Driver, wait_serving
 from tests.integration.conftest import Cluster, cluster_from_state, free_port
 
 NAMESPACE = "bench"
@@ -56,12 +56,7 @@ class Server:
              "hooks.app:create_app()"],
             cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}"
-        for _ in range(100):
-            try:
-                requests.get(f"{self.url}/healthz", timeout=1)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
+        wait_serving(self.url)
 
     def metric(self, name: str, **labels: str) -> float:
         total = 0.0

@@ -12,7 +12,7 @@ import time
 
 import yaml
 
-from tests.driver import REPO, Driver
+from tests.driver import REPO, Driver, wait_serving
 from tests.integration.conftest import cluster_from_state
 
 
@@ -30,6 +30,7 @@ def main() -> int:
     namespace, name = batchjob["metadata"]["namespace"], batchjob["metadata"]["name"]
     secret_name = batchjob["spec"]["cluster"]["secretRef"]["name"]
 
+    wait_serving(args.url)
     driver = Driver(args.url)
     driver.apply_secret(cluster.secret(secret_name))
     driver.create(batchjob)

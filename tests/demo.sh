@@ -19,13 +19,4 @@ port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 HOST=127.0.0.1 PORT=$port .venv/bin/gunicorn -c python:hooks.gunicorn_conf 'hooks.app:create_app()' \
   >"$work/hooks.log" 2>&1 &
 server=$!
-.venv/bin/python - "$port" <<'PY'
-import sys, time, requests
-for _ in range(100):
-    try:
-        if requests.get(f"http://127.0.0.1:{sys.argv[1]}/healthz", timeout=1).ok:
-            break
-    except requests.ConnectionError:
-        time.sleep(0.1)
-PY
 .venv/bin/python -m tests.demo --url "http://127.0.0.1:$port"

@@ -43,6 +43,24 @@ def now_text() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def wait_serving(url: str, within: float = 120.0) -> None:
+    """Wait until the hook server at `url` answers /healthz.
+
+    gunicorn's master listens before its worker has loaded the app, so until then a connection
+    is accepted and left unanswered: a read timeout means "not yet", like a refused connection.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if requests.get(f"{url}/healthz", timeout=2).ok:
+                return
+        except (requests.ConnectionError, requests.Timeout):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer /healthz within {within:.0f} s")
+        time.sleep(0.1)
+
+
 @dataclass
 class Driver:
     url: str

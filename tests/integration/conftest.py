@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.driver import REPO, Driver
+from tests.driver import REPO, Driver, wait_serving
 
 NAMESPACE = "research"
 STATUS_TTL = 1.0
@@ -176,14 +174,10 @@ def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                if requests.get(f"{url}/healthz", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"the hook server did not start: {log.read_text()}")
+        try:
+            wait_serving(url)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {log.read_text()}") from None
         yield url
     finally:
         server.terminate()
