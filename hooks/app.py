@@ -95,11 +95,9 @@ def _start_clock() -> None:
 
 @bp.after_app_request
 def _count(response: Response) -> Response:
-    hook = request.path.strip("/") if request.path in HOOK_PATHS else None
-    if hook is not None:
-        outcome = {200: "ok", 400: "bad_request"}.get(response.status_code, "error")
-        metrics.HOOK_REQUESTS.labels(hook, outcome).inc()
-        metrics.HOOK_LATENCY.labels(hook).observe(time.perf_counter() - g.started)
+    path = request.path
+    if path in HOOK_PATHS:
+        metrics.hook_answered(path[1:], response.status_code, time.perf_counter() - g.started)
     return response
 
 

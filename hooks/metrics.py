@@ -36,6 +36,28 @@ JOBS = Gauge("hpcbridge_batchjobs", "BatchJobs by phase, as this server last ans
 _phases: dict[str, str] = {}
 _phases_lock = threading.Lock()
 
+# Every series a hook call or a cache lookup can touch exists from the start (at 0), so that
+# rates over them are defined before the first event; the bound children also spare each call
+# the label lookup.
+_hook_requests = {(hook, outcome): HOOK_REQUESTS.labels(hook, outcome)
+                  for hook in ("customize", "sync", "finalize")
+                  for outcome in ("ok", "bad_request", "error")}
+_hook_latency = {hook: HOOK_LATENCY.labels(hook) for hook in ("customize", "sync", "finalize")}
+_cache_results = {result: CACHE.labels(result) for result in ("hit", "miss", "wait", "single")}
+
+
+def hook_answered(hook: str, status_code: int, seconds: float) -> None:
+    """Count one answered hook call (``hook`` is customize, sync or finalize)."""
+    outcome = {200: "ok", 400: "bad_request"}.get(status_code, "error")
+    _hook_requests[hook, outcome].inc()
+    _hook_latency[hook].observe(seconds)
+
+
+def cache_lookup(result: str) -> None:
+    """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one) or single
+    (asked for its attempt alone)."""
+    _cache_results[result].inc()
+
 
 def verb(argv: Sequence[str]) -> str:
     """The command's name for metrics: ``squeue`` for ``env TZ=UTC squeue …``, and the

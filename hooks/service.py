@@ -97,9 +97,9 @@ class Hooks:
     def customize(self, body: object) -> dict[str, Any]:
         parent = parse_customize(body)
         spec = parent.get("spec") or {}
-        cluster = spec.get("cluster") if isinstance(spec, Mapping) else None
-        ref = cluster.get("secretRef") if isinstance(cluster, Mapping) else None
-        name = ref.get("name") if isinstance(ref, Mapping) else None
+        cluster = spec.get("cluster") if isinstance(spec, dict) else None
+        ref = cluster.get("secretRef") if isinstance(cluster, dict) else None
+        name = ref.get("name") if isinstance(ref, dict) else None
         attempt = status.from_raw(parent.get("status")).cluster
         names = [n for n in (name, attempt.secret_name if attempt else None)
                  if isinstance(n, str) and n]
@@ -411,5 +411,5 @@ def _spec_error(req: HookRequest) -> str:
 
 def _backend_name(req: HookRequest) -> str:
     spec = req.parent.get("spec")
-    backend = spec.get("backend") if isinstance(spec, Mapping) else None
+    backend = spec.get("backend") if isinstance(spec, dict) else None
     return backend if isinstance(backend, str) else ""

@@ -64,7 +64,7 @@ class StatusCache:
             entry.tracked[ref.key] = (ref, now)
             age = now - entry.taken_at
             if age < self.ttl and ref.key in entry.snapshot:
-                metrics.CACHE.labels("hit").inc()
+                metrics.cache_lookup("hit")
                 if age > self.ttl * REFRESH_AHEAD and entry.refresh is None:
                     ahead = entry.refresh = self._start(entry, now)
                     threading.Thread(target=self._refresh, daemon=True,
@@ -77,9 +77,9 @@ class StatusCache:
         if leader:
             return self._lead(entry, refresh, backend, conn, ref, timeout)
         if ref.key not in refresh.keys:
-            metrics.CACHE.labels("single").inc()
+            metrics.cache_lookup("single")
             return backend.query(conn, [ref], timeout=timeout).get(ref.key, ())
-        metrics.CACHE.labels("wait").inc()
+        metrics.cache_lookup("wait")
         refresh.done.wait(timeout)
         with self._lock:
             if refresh.error is not None or ref.key not in entry.snapshot:
@@ -109,7 +109,7 @@ class StatusCache:
         self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, ref: JobRef,
         timeout: float,
     ) -> Sequence[TaskState]:
-        metrics.CACHE.labels("miss").inc()
+        metrics.cache_lookup("miss")
         self._refresh(entry, refresh, backend, conn, timeout)
         if refresh.error is not None:
             raise refresh.error

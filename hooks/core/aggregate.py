@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from hooks.core.model import Outcome, Phase, Reason, TaskState
 
 NOT_VISIBLE_GRACE_SECONDS = 60
+_ID_PARTS = re.compile(r"[_.]")
+_OUTCOMES = tuple(Outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,7 @@ def task_order(task_id: str) -> tuple[tuple[int, int, str], ...]:
     """Sort key for ids like ``4242``, ``4242_10`` and ``15.3``: numeric parts as numbers."""
     return tuple(
         (0, int(part), "") if part.isdigit() else (1, 0, part)
-        for part in re.split(r"[_.]", task_id)
+        for part in _ID_PARTS.split(task_id)
     )
 
 
@@ -65,7 +67,9 @@ def summarize(
             by_id[task_id] = TaskState(task_id, Outcome.PENDING,
                                        message="The job is not visible on the cluster yet")
     tasks = sorted(by_id.values(), key=lambda t: task_order(t.task_id))
-    groups = {outcome: [t for t in tasks if t.outcome is outcome] for outcome in Outcome}
+    groups: dict[Outcome, list[TaskState]] = {outcome: [] for outcome in _OUTCOMES}
+    for task in tasks:
+        groups[task.outcome].append(task)
     active = groups[Outcome.RUNNING] + groups[Outcome.PENDING]
     phase, lead = _phase(groups, active)
     finished = not active and phase is not Phase.UNKNOWN

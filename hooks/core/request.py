@@ -51,7 +51,7 @@ class HookRequest:
 
 def parse_sync(body: object) -> HookRequest:
     """Parse a sync or finalize request of either controller shape. Pure: no I/O."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
     shape: Literal["composite", "decorator"] = "decorator" if "object" in body else "composite"
     parent = _parent(body, "object" if shape == "decorator" else "parent")
@@ -72,17 +72,17 @@ def parse_sync(body: object) -> HookRequest:
 
 def parse_customize(body: object) -> Mapping[str, Any]:
     """The parent of a customize request. Pure: no I/O."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
     return _parent(body, "parent")
 
 
 def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     parent = body.get(key)
-    if not isinstance(parent, Mapping):
+    if not isinstance(parent, dict):
         raise BadHookRequest(f"the request has no '{key}' object")
     metadata = parent.get("metadata")
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, dict):
         raise BadHookRequest(f"'{key}' has no metadata")
     for field in ("name", "namespace", "uid"):
         if not isinstance(metadata.get(field), str) or not metadata[field]:
@@ -91,7 +91,7 @@ def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if isinstance(generation, bool) or not isinstance(generation, int):
         raise BadHookRequest(f"'{key}.metadata.generation' must be an integer")
     for field in ("spec", "status"):
-        if parent.get(field) is not None and not isinstance(parent[field], Mapping):
+        if parent.get(field) is not None and not isinstance(parent[field], dict):
             raise BadHookRequest(f"'{key}.{field}' must be an object")
     return parent
 
@@ -100,14 +100,14 @@ def _group(
     objects: object, group: str, namespace: str
 ) -> Mapping[str, Mapping[str, Any]]:
     """Objects of one group keyed by bare name, whatever the hook version's key form."""
-    if not isinstance(objects, Mapping):
+    if not isinstance(objects, dict):
         raise BadHookRequest("children and related must be objects keyed by group")
     members = objects.get(group) or {}
-    if not isinstance(members, Mapping):
+    if not isinstance(members, dict):
         raise BadHookRequest(f"'{group}' must be an object keyed by name")
     found: dict[str, Mapping[str, Any]] = {}
     for key, obj in members.items():
-        if not isinstance(obj, Mapping):
+        if not isinstance(obj, dict):
             raise BadHookRequest(f"'{group}[{key}]' must be an object")
         obj_namespace, _, name = str(key).rpartition("/")
         if obj_namespace and obj_namespace != namespace:

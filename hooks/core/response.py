@@ -75,9 +75,9 @@ def _jitter(uid: str) -> float:
 
 def _condition(previous: object, kind: str) -> Mapping[str, Any]:
     """The previous status's condition of that type, or an empty mapping."""
-    conditions = previous.get("conditions") if isinstance(previous, Mapping) else None
+    conditions = previous.get("conditions") if isinstance(previous, dict) else None
     for condition in conditions if isinstance(conditions, list) else ():
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
+        if isinstance(condition, dict) and condition.get("type") == kind:
             return condition
     return {}
 
@@ -88,7 +88,7 @@ def _seconds_since(previous: object, kind: str, now: datetime.datetime) -> float
 
 
 def format_time(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(datetime.UTC).replace(tzinfo=None).isoformat("T", "seconds") + "Z"
 
 
 def parse_time(text: object) -> datetime.datetime | None:

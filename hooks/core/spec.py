@@ -70,7 +70,7 @@ def parse_spec(raw: object) -> Spec:
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise SpecError(f"{where} must be an object.")
     return value
 

@@ -54,7 +54,7 @@ class Status:
 
 def from_raw(raw: object) -> Status:
     """The status as Metacontroller last stored it; unknown or broken fields fall back."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return Status()
     reach = _condition(raw, "ClusterReachable")
     return Status(
@@ -115,10 +115,12 @@ def to_raw(
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})
-    old = previous if isinstance(previous, Mapping) else {}
+    stored: dict[str, Mapping[str, Any]] = {}
+    for item in _list(previous.get("conditions") if isinstance(previous, dict) else None):
+        if isinstance(item, dict) and isinstance(item.get("type"), str):
+            stored.setdefault(item["type"], item)
     raw["conditions"] = [
-        _stamp(condition, _condition(old, condition["type"]), now)
-        for condition in conditions(status)
+        _stamp(condition, stored.get(condition["type"]), now) for condition in conditions(status)
     ]
     return raw
 
@@ -171,16 +173,16 @@ def _stamp(
 
 def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     for item in _list(raw.get("conditions")):
-        if isinstance(item, Mapping) and item.get("type") == kind:
+        if isinstance(item, dict) and item.get("type") == kind:
             return item
     return None
 
 
 def _cluster(raw: object) -> ClusterRef | None:
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return None
     host, port, ref = raw.get("host"), raw.get("port"), raw.get("secretRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
     insecure = raw.get("insecureSkipHostKeyCheck", False)
     if not (isinstance(host, str) and isinstance(port, int) and isinstance(name, str)
             and isinstance(insecure, bool)):

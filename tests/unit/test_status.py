@@ -198,11 +198,12 @@ def test_unreachable_moves_only_cluster_reachable() -> None:
         pytest.param({"conditions": [{"type": "Running", "status": "False",
                                       "lastTransitionTime": 17}]}, id="stamp-not-text"),
         pytest.param({"conditions": ["Running", None]}, id="conditions-not-objects"),
+        pytest.param({"conditions": [{"type": ["Running"], "status": "False",
+                                      "lastTransitionTime": T0}]}, id="type-not-text"),
     ],
 )
 def test_broken_previous_conditions_are_stamped_now(previous: object) -> None:
     assert set(stamps(render(STATUSES["pending"], previous=previous, now=T2)).values()) == {T2}
-
 
 
 
