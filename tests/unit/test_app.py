@@ -163,6 +163,30 @@ def test_healthz() -> None:
     assert (answer.status_code, answer.get_json()) == (200, {"status": "ok"})
 
 
+def test_metrics_lists_every_hook_and_cache_series_from_the_start() -> None:
+    page = client(NoCluster()).get("/metrics").get_data(as_text=True)
+    for hook in ("customize", "sync", "finalize"):
+        for outcome in ("ok", "bad_request", "error"):
+            assert f'hpcbridge_hook_requests_total{{hook="{hook}",outcome="{outcome}"}}' in page
+        assert f'hpcbridge_hook_duration_seconds_count{{hook="{hook}"}}' in page
+    for result in ("hit", "miss", "wait", "single"):
+        assert f'hpcbridge_status_cache_total{{result="{result}"}}' in page
+
+
+def test_a_hook_call_is_counted_by_outcome() -> None:
+    app = client(NoCluster())
+
+    def count(outcome: str) -> float:
+        series = f'hpcbridge_hook_requests_total{{hook="sync",outcome="{outcome}"}} '
+        page = app.get("/metrics").get_data(as_text=True)
+        return float(next(line for line in page.splitlines() if line.startswith(series))
+                     .rsplit(" ", 1)[1])
+
+    before = count("bad_request"), count("ok")
+    assert app.post("/sync", data="{", content_type="application/json").status_code == 400
+    assert (count("bad_request"), count("ok")) == (before[0] + 1, before[1])
+
+
 # --- customize ----------------------------------------------------------------------------
 
 
