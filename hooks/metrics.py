@@ -61,9 +61,15 @@ def cache_lookup(result: str) -> None:
 
 def verb(argv: Sequence[str]) -> str:
     """The command's name for metrics: ``squeue`` for ``env TZ=UTC squeue …``, and the
-    program name given as ``$0`` for ``sh -c PROGRAM NAME …``."""
-    words = [w for w in argv if "=" not in w or w.startswith("-")]
-    words = words[1:] if words and words[0] == "env" else words
+    program name given as ``$0`` for ``sh -c PROGRAM NAME …``.
+
+    A label value, so it must come from a small fixed set: never a path or a job's name.
+    """
+    words = list(argv)
+    if words[:1] == ["env"]:
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]
     if len(words) > 3 and words[0] == "sh" and words[1] == "-c":
         return words[3]
     return words[0] if words else "?"
