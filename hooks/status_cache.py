@@ -6,10 +6,12 @@ one caller (the leader) runs the backend's batched ``query`` for every tracked a
 one squeue or condor_q for all of them, plus the accounting or history for those that left
 the queue — and the callers that arrive meanwhile wait for that one refresh. A hit on a
 snapshot older than ``REFRESH_AHEAD`` of the TTL starts that refresh in the background, so
-that on a busy cluster the refresh usually lands before anyone has to wait for it. A caller whose
-attempt is not in the refresh under way (it arrived after the refresh began) asks for its
-attempt alone rather than wait for a second refresh. Attempts not looked up for ``forget``
-seconds drop out of the batch.
+that on a busy cluster the refresh usually lands before anyone has to wait for it. The queue
+listing of a refresh covers every job of ours, so the snapshot also answers attempts nobody has
+asked about yet (after a restart of the hook server, say). A caller whose attempt is not in the
+refresh under way (it arrived after the refresh began) waits for that refresh too, and asks for
+its attempt alone only if the listing did not show it, rather than wait for a second refresh.
+Attempts not looked up for ``forget`` seconds drop out of the batch.
 """
 
 from __future__ import annotations
@@ -76,15 +78,20 @@ class StatusCache:
                 refresh = entry.refresh = self._start(entry, now)
         if leader:
             return self._lead(entry, refresh, backend, conn, ref, timeout)
-        if ref.key not in refresh.keys:
-            metrics.cache_lookup("single")
-            return backend.query(conn, [ref], timeout=timeout).get(ref.key, ())
-        metrics.cache_lookup("wait")
-        refresh.done.wait(timeout)
+        waited = time.monotonic()
+        finished = refresh.done.wait(timeout)
         with self._lock:
-            if refresh.error is not None or ref.key not in entry.snapshot:
-                raise refresh.error or TimeoutError("the shared status refresh did not finish")
-            return entry.snapshot[ref.key]
+            if ref.key in refresh.keys:
+                if refresh.error is not None or ref.key not in entry.snapshot:
+                    raise refresh.error or TimeoutError("the shared status refresh did not finish")
+                metrics.cache_lookup("wait")
+                return entry.snapshot[ref.key]
+            if finished and refresh.error is None and ref.key in entry.snapshot:
+                metrics.cache_lookup("wait")  # not asked for, but the queue listing showed it
+                return entry.snapshot[ref.key]
+        metrics.cache_lookup("single")
+        left = max(1.0, timeout - (time.monotonic() - waited))
+        return backend.query(conn, [ref], timeout=left).get(ref.key, ())
 
     def track(self, pool_key: str, backend: Backend, ref: JobRef) -> None:
         """Include an attempt in the next refresh (it was just submitted)."""
@@ -128,8 +135,11 @@ class StatusCache:
         except Exception as err:  # handed to the waiters, who report it
             refresh.error = err
         else:
+            snapshot = dict(found)
+            for r in refs:
+                snapshot.setdefault(r.key, ())
             with self._lock:
-                entry.snapshot = {r.key: found.get(r.key, ()) for r in refs}
+                entry.snapshot = snapshot
                 entry.taken_at = started
         finally:
             with self._lock:

@@ -65,7 +65,11 @@ class Backend(Protocol):
 
     def query(
         self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
-    ) -> Mapping[str, Sequence[TaskState]]: ...
+    ) -> Mapping[str, Sequence[TaskState]]:
+        """The tasks of every attempt in ``refs``, by key, from one listing of the login user's
+        jobs of ours plus the accounting or history of those that left it; also the tasks of
+        any other attempt of ours that the listing showed."""
+        ...
 
     def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]: ...
 

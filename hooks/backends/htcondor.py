@@ -103,15 +103,16 @@ class HTCondorBackend:
     ) -> Mapping[str, Sequence[TaskState]]:
         by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
         left = Deadline(timeout)
-        for chunk in _chunks([ref.key for ref in refs], KEY_CHUNK):
-            _collect(by_key, refs, _ads(conn, "condor_q", key_constraint(chunk), (), left()))
+        queue = _ads(conn, "condor_q", f"{KEY_ATTRIBUTE} isnt undefined", (), left())
+        _collect(by_key, refs, queue, adopt=True)
         wanted = {ref.key: _missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
         wanted = {key: count for key, count in wanted.items() if count}
         for chunk in _chunks(sorted(wanted), KEY_CHUNK):
             limit = str(sum(wanted[key] for key in chunk))
             ads = _ads(conn, "condor_history", key_constraint(chunk), ("-limit", limit), left())
             _collect(by_key, refs, ads, history=True)
-        return {ref.key: _tasks(ref, by_key[ref.key]) for ref in refs}
+        expected = {ref.key: ref.expected_tasks for ref in refs}
+        return {key: _tasks(expected.get(key, ()), records) for key, records in by_key.items()}
 
     def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]:
         prefix = f"{uid}-"
@@ -228,13 +229,16 @@ def _ads(
 
 def _collect(
     by_key: dict[str, dict[str, CondorRecord]], refs: Sequence[JobRef], text: str,
-    *, history: bool = False,
+    *, history: bool = False, adopt: bool = False,
 ) -> None:
     """File each ad under its attempt: only the attempt's recorded cluster, when it has one;
-    a history ad replaces a queue ad of the same proc unless that one is still active."""
+    a history ad replaces a queue ad of the same proc unless that one is still active. With
+    ``adopt``, ads of attempts not in ``refs`` are filed too."""
     clusters = {ref.key: ref.job_id for ref in refs}
     for key, record in parse_ads(text):
-        if key not in by_key or clusters[key] not in (None, str(record.cluster)):
+        if adopt:
+            by_key.setdefault(key, {})
+        if key not in by_key or clusters.get(key) not in (None, str(record.cluster)):
             continue
         task_id = f"{record.cluster}.{record.proc}"
         queued = by_key[key].get(task_id)
@@ -253,13 +257,13 @@ def _missing(ref: JobRef, records: Mapping[str, CondorRecord]) -> int:
     return HISTORY_LIMIT_UNKNOWN
 
 
-def _tasks(ref: JobRef, records: Mapping[str, CondorRecord]) -> list[TaskState]:
+def _tasks(expected: Sequence[str], records: Mapping[str, CondorRecord]) -> list[TaskState]:
     tasks = [htcondor_states.to_task(record) for record in records.values()]
     if tasks:
         tasks += [
             TaskState(task_id, Outcome.PENDING,
                       message=f"Proc {task_id} is in neither condor_q nor condor_history yet")
-            for task_id in ref.expected_tasks if task_id not in records
+            for task_id in expected if task_id not in records
         ]
     return tasks
 

@@ -66,13 +66,11 @@ class SlurmBackend:
     def query(
         self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
     ) -> Mapping[str, Sequence[TaskState]]:
-        names = {self.job_name(ref.key): ref for ref in refs}
         left = Deadline(timeout)
-        queued = _squeue(conn, left(), names.__contains__)
+        queued = _squeue(conn, left(), lambda name: name.startswith(NAME_PREFIX))
         by_key: dict[str, dict[str, SlurmRecord]] = {ref.key: {} for ref in refs}
         for job_name, records in queued.items():
-            if job_name in names:
-                by_key[names[job_name].key] = {r.task_id: r for r in records}
+            by_key[job_name.removeprefix(NAME_PREFIX)] = {r.task_id: r for r in records}
         settled = [
             ref for ref in refs
             if ref.job_id and not any(_active(r) for r in by_key[ref.key].values())

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 
 import pytest
 
 from hooks.backends.slurm import SlurmBackend
-from hooks.core.model import JobRef, TaskState
+from hooks.core.model import JobRef, Outcome, TaskState
 from hooks.core.secret import Credentials
 from hooks.pool import Pool
 from hooks.ssh import errors
@@ -89,6 +90,33 @@ def test_concurrent_misses_run_one_scheduler_query(slurm: Cluster) -> None:
     pool.close()
     assert backend.queries == 1
     assert all(answer == [] for answer in answers)
+
+
+def test_a_restarted_server_answers_queued_attempts_from_one_listing(slurm: Cluster) -> None:
+    """A fresh cache (the hook server restarted) tracks nothing; the first syncs of many
+    queued attempts, arriving together, cost one squeue, not one query each."""
+    pool, cache, backend = Pool(), StatusCache(ttl=30), Counting()
+    keys = [f"{uuid.uuid4()}-1" for _ in range(6)]
+    with pool.open(target(slurm), credentials(slurm), timeout=10) as conn:
+        job_ids = []
+        for key in keys:
+            result = conn.run(["sbatch", "--parsable", "--hold", "--output=/dev/null",
+                               f"--job-name={backend.job_name(key)}", "--wrap=true"], timeout=20)
+            assert result.exit_status == 0, result.err
+            job_ids.append(result.out.strip())
+        try:
+            refs = [JobRef(key, job_id, (job_id,))
+                    for key, job_id in zip(keys, job_ids, strict=True)]
+            with concurrent.futures.ThreadPoolExecutor(len(refs)) as workers:
+                answers = list(workers.map(
+                    lambda r: cache.lookup(conn.key, backend, conn, r, timeout=20), refs))
+        finally:
+            conn.run(["scancel", *job_ids], timeout=20)
+    pool.close()
+    assert backend.queries == 1
+    assert [[(t.task_id, t.outcome) for t in answer] for answer in answers] == [
+        [(job_id, Outcome.PENDING)] for job_id in job_ids
+    ]
 
 
 def test_different_credential_sets_never_share_a_connection(slurm: Cluster) -> None:

@@ -262,8 +262,9 @@ def test_one_condor_q_and_one_condor_history_for_many_attempts() -> None:
     result = HTCondorBackend().query(conn, refs, timeout=5)
     assert conn.programs() == ["condor_q", "condor_history"]
     assert set(result) == set(LIVE_KEYS.values())
-    constraint = conn.calls[0][0][conn.calls[0][0].index("-constraint") + 1]
-    assert all(key in constraint for key in LIVE_KEYS.values())
+    queue, history = (argv[argv.index("-constraint") + 1] for argv, _ in conn.calls)
+    assert queue == "HpcbridgeKey isnt undefined"  # every job of ours, however many
+    assert all(key in history for key in LIVE_KEYS.values())
     for argv, _ in conn.calls:
         assert argv[argv.index("-attributes") + 1] == ",".join(ATTRIBUTES)
         assert "-json" in argv
@@ -313,12 +314,24 @@ def test_a_failing_condor_q_is_a_scheduler_error() -> None:
         HTCondorBackend().query(conn, [queue4_ref()], timeout=5)
 
 
-def test_key_constraints_are_chunked() -> None:
-    refs = [JobRef(f"{i:08d}-0000-0000-0000-000000000000-1", None, ()) for i in range(1000)]
+def test_one_condor_q_for_any_number_of_attempts_and_history_keys_chunked() -> None:
+    refs = [JobRef(f"{i:08d}-0000-0000-0000-000000000000-1", str(i + 1), (f"{i + 1}.0",))
+            for i in range(1000)]
     conn = FakeConnection({})
     HTCondorBackend().query(conn, refs, timeout=5)
-    assert conn.programs() == ["condor_q"] * 3  # no job ids recorded: no history
+    assert conn.programs() == ["condor_q"] + ["condor_history"] * 3
     assert max(len(" ".join(argv)) for argv, _ in conn.calls) < 20_000
+
+
+def test_the_queue_listing_also_answers_attempts_not_asked_about() -> None:
+    asked, other = LIVE_KEYS["exit0"], LIVE_KEYS["held"]
+    ads = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 2, "HpcbridgeKey": asked},
+           {"ClusterId": 16, "ProcId": 0, "JobStatus": 1, "HpcbridgeKey": other}]
+    conn = FakeConnection({"condor_q": [ok(json.dumps(ads))]})
+    result = HTCondorBackend().query(conn, [JobRef(asked, "15", ("15.0",))], timeout=5)
+    assert conn.programs() == ["condor_q"]
+    assert [(t.task_id, t.outcome) for t in result[asked]] == [("15.0", Outcome.RUNNING)]
+    assert [(t.task_id, t.outcome) for t in result[other]] == [("16.0", Outcome.PENDING)]
 
 
 def test_key_constraint_shape() -> None:

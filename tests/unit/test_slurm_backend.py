@@ -186,6 +186,16 @@ def test_query_ignores_other_jobs_of_the_login_user() -> None:
     assert query(conn, f"{UID}-1", "4242") == []
 
 
+def test_query_also_answers_attempts_of_ours_not_asked_about() -> None:
+    other = "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
+    listing = line("4242", f"hpcb-{UID}-1", "RUNNING") + line("4300", f"hpcb-{other}", "PENDING")
+    conn = FakeConnection(completed(listing + recorded("squeue.txt")))
+    tasks = SlurmBackend().query(conn, [JobRef(f"{UID}-1", "4242")], timeout=5)  # type: ignore[arg-type]
+    assert set(tasks) == {f"{UID}-1", other}  # the login user's other jobs are not ours
+    assert [(t.task_id, t.outcome) for t in tasks[other]] == [("4300", Outcome.PENDING)]
+    assert not conn.ran_sacct
+
+
 def test_query_reads_compressed_array_records_from_sacct() -> None:
     name = f"hpcb-{UID}-1"
     sacct = recorded("sacct.txt").replace("|parr|", f"|{name}|")

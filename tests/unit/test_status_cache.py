@@ -98,6 +98,46 @@ def test_an_attempt_arriving_during_a_refresh_waits_for_no_second_refresh() -> N
     assert sorted(map(tuple, backend.calls)) == [("a",), ("late",)]
 
 
+class ListingBackend(CountingBackend):
+    """Its queue listing also shows attempts it was not asked about, like squeue or condor_q
+    of every job of ours."""
+
+    def __init__(self, listed: str, pause: float = 0.0) -> None:
+        super().__init__(pause)
+        self.listed = listed
+
+    def query(
+        self, conn: object, refs: Sequence[JobRef], *, timeout: float
+    ) -> Mapping[str, Sequence[TaskState]]:
+        found = dict(super().query(conn, refs, timeout=timeout))
+        for key in self.listed:
+            found.setdefault(key, [TaskState(key.upper(), Outcome.PENDING)])
+        return found
+
+
+def test_an_attempt_arriving_during_a_refresh_that_lists_it_runs_no_query_of_its_own() -> None:
+    cache, backend = StatusCache(ttl=5), ListingBackend("bcd", pause=0.3)
+    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
+    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    leader.start()
+    time.sleep(0.1)
+    late = lookup(cache, backend, "b")
+    leader.join()
+    assert [(t.task_id, t.outcome) for t in late] == [("B", Outcome.PENDING)]
+    assert backend.calls == [["a"]]
+
+
+def test_after_a_restart_one_refresh_answers_every_listed_attempt() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, clock=clock), ListingBackend("bcdefgh")
+    for key in "abcdefgh":
+        assert lookup(cache, backend, key)[0].task_id == key.upper()
+    assert backend.calls == [["a"]]
+    clock.now += 5
+    lookup(cache, backend, "c")
+    assert backend.calls[-1] == list("abcdefgh")  # all asked about since: tracked now
+
+
 def test_different_pool_keys_never_share_answers() -> None:
     cache, backend = StatusCache(ttl=5), CountingBackend()
     lookup(cache, backend, "a", pool="one")
