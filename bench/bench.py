@@ -6,8 +6,10 @@ submitted through the hooks), it measures:
 - submissions per second through the hooks (one pooled connection per cluster);
 - one resync round of N syncs: wall time, remote commands and SSH connections it caused
   (read from the hook server's /metrics), against the baseline of per-job polling as
-  existing bridges do it — a new SSH connection plus ``squeue -j`` per job and sync;
-- sync latency at a fixed offered load of 100 syncs/s, and saturation throughput;
+  existing bridges do it — a new SSH connection plus ``squeue -j`` per job and sync — each
+  measured ``REPEATS`` times in turn, and the median taken;
+- sync latency at a fixed offered load of 100 syncs/s (median of ``REPEATS`` runs), and
+  saturation throughput;
 - the hook server's RSS, and its growth per tracked BatchJob between N = 1000 and 2000.
 
 The load generator runs on the same machine. Results go to stdout and to a Markdown file.
@@ -42,6 +44,9 @@ from tests.integration.conftest import Cluster, cluster_from_state, free_port
 NAMESPACE = "bench"
 SCRIPT = "#!/bin/sh\nsleep 3600\n"
 CONCURRENCY = 16
+REPEATS = 3
+"""Each round, baseline round and latency run is measured this many times (rounds and
+baseline rounds interleaved); the tables give the median and the runs."""
 
 
 class Server:
@@ -210,33 +215,44 @@ def measure(steps: list[int], cluster: Cluster, repo: Path, log: Callable[[str],
                     break
                 time.sleep(1)
                 sync_all(driver, client, missing)
-            time.sleep(server_ttl() + 0.5)
-            commands = server.metric("hpcbridge_remote_commands_total")
-            connects = server.metric("hpcbridge_ssh_connects_total")
-            round_time = sync_all(driver, client, names)
-            round_commands = server.metric("hpcbridge_remote_commands_total") - commands
-            round_connects = server.metric("hpcbridge_ssh_connects_total") - connects
+            job_ids = [driver.get(NAMESPACE, m)["status"]["jobIDs"][0] for m in names]
+            round_times, base_times = [], []
+            round_commands = round_connects = 0.0  # the most any of the rounds caused
+            for _ in range(REPEATS):  # interleaved, so that both sides see the same machine
+                time.sleep(server_ttl() + 0.5)  # each round starts with the shared status stale
+                commands = server.metric("hpcbridge_remote_commands_total")
+                connects = server.metric("hpcbridge_ssh_connects_total")
+                round_times.append(sync_all(driver, client, names))
+                round_commands = max(round_commands,
+                                     server.metric("hpcbridge_remote_commands_total") - commands)
+                round_connects = max(round_connects,
+                                     server.metric("hpcbridge_ssh_connects_total") - connects)
+                base_times.append(baseline_round(cluster, job_ids))
             lost = [driver.get(NAMESPACE, m)["status"] for m in names
                     if not driver.get(NAMESPACE, m)["status"]["jobIDs"]]
             if lost:
                 raise RuntimeError(f"{len(lost)} BatchJobs lost their job: {lost[0]}")
-            job_ids = [driver.get(NAMESPACE, m)["status"]["jobIDs"][0] for m in names]
-            base_time = baseline_round(cluster, job_ids)
+            round_time, base_time = statistics.median(round_times), statistics.median(base_times)
             row = {
                 "n": n, "submitted": len(new), "submit_rate": submit_rate,
-                "round_time": round_time, "round_commands": round_commands,
-                "round_connects": round_connects, "baseline_time": base_time,
+                "round_time": round_time, "round_times": round_times,
+                "round_commands": round_commands, "round_connects": round_connects,
+                "baseline_time": base_time, "baseline_times": base_times,
                 "baseline_commands": n, "baseline_connects": n,
-                "speedup": base_time / round_time, "rss_kib": server.rss_kib(),
+                "speedup": base_time / round_time,
+                "speedups": [b / r for b, r in zip(base_times, round_times, strict=True)],
+                "rss_kib": server.rss_kib(),
             }
             results["rounds"].append(row)
             log(json.dumps(row))
         sample = names[:1000]
-        latencies = latency_at(driver, client, sample, rate=100, seconds=20)
+        runs = [latency_at(driver, client, sample, rate=100, seconds=20) for _ in range(REPEATS)]
+        p50s = [1000 * statistics.median(run) for run in runs]
+        p99s = [1000 * percentile(run, 99) for run in runs]
         results["latency"] = {
-            "n": len(names), "count": len(latencies),
-            "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * percentile(latencies, 99),
+            "n": len(names), "count": len(runs[0]), "runs": len(runs),
+            "p50_ms": statistics.median(p50s), "p99_ms": statistics.median(p99s),
+            "p50s_ms": p50s, "p99s_ms": p99s,
         }
         log(json.dumps(results["latency"]))
         results["saturation"] = saturation(driver, client, names, seconds=10)
@@ -283,12 +299,18 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
             f"| {r['n']} | {r['submit_rate']:.0f} ({r['submitted']} new) | "
             f"{r['round_time']:.2f} s | {r['round_commands']:.0f} | {r['round_connects']:.0f} |"
             f" {r['baseline_time']:.2f} s | {r['baseline_commands']} | "
-            f"{r['baseline_connects']} | {r['speedup']:.0f}x | {r['rss_kib'] / 1024:.1f} MiB |")
+            f"{r['baseline_connects']} | {r['speedup']:.0f}x "
+            f"({', '.join(f'{x:.0f}' for x in r['speedups'])}) | "
+            f"{r['rss_kib'] / 1024:.1f} MiB |")
     lat = results["latency"]
     lines += [
         "",
+        f"Rounds and baseline rounds: the median of {REPEATS}, measured in turn; the speed-up "
+        "is the ratio of the medians, with each pair's ratio in brackets.",
+        "",
         f"- sync latency at 100 syncs/s offered ({lat['count']} syncs over {lat['n']} "
-        f"BatchJobs): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms",
+        f"BatchJobs, median of {lat['runs']} runs): p50 {lat['p50_ms']:.1f} ms, "
+        f"p99 {lat['p99_ms']:.1f} ms (runs: {', '.join(f'{x:.1f}' for x in lat['p99s_ms'])})",
         f"- saturation throughput: {results['saturation']:.0f} syncs/s",
     ]
     if "rss_per_job_kb" in results:
