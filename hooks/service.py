@@ -350,7 +350,9 @@ class Hooks:
         self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime
     ) -> dict[str, Any]:
         pods = self._children(req, target, new)
-        new = replace(new, logs_pod=pods[0]["metadata"]["name"] if pods else None)
+        logs_pod = pods[0]["metadata"]["name"] if pods else None
+        if new.logs_pod != logs_pod:
+            new = replace(new, logs_pod=logs_pod)
         previous = req.parent.get("status")
         raw = status.to_raw(
             new, previous=previous, now=response.format_time(now),

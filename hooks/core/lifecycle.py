@@ -126,7 +126,10 @@ def observed(
         submit_time=prev.submit_time or summary.submit_time,
         start_time=summary.start_time,
         completion_time=summary.completion_time,
-    ).reached()
+        reachable=True,
+        reachability_reason="",
+        reachability_message="",
+    )
 
 
 def unreachable(
