@@ -34,7 +34,7 @@ demo: $(VENV)/.dev
 	@bash tests/demo.sh
 
 bench: $(VENV)/.dev
-	@bash bench/run.sh
+	@bash bench/run.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -43,7 +43,8 @@ from tests.integration.conftest import Cluster, cluster_from_state, free_port
 
 NAMESPACE = "bench"
 SCRIPT = "#!/bin/sh\nsleep 3600\n"
-CONCURRENCY = 16
+WORKERS = 5
+"""Concurrent syncs: Metacontroller's default ``--workers``, which the install keeps."""
 REPEATS = 3
 """Each round, baseline round and latency run is measured this many times (rounds and
 baseline rounds interleaved); the tables give the median and the runs."""
@@ -105,7 +106,7 @@ class Client:
         return answer
 
 
-def sync_all(driver: Driver, client: Client, names: list[str]) -> float:
+def sync_all(driver: Driver, client: Client, names: list[str], concurrency: int) -> float:
     """One sync of each named BatchJob; the round's wall time.
 
     Like Metacontroller, which holds the objects in its informer cache, the requests are
@@ -113,7 +114,7 @@ def sync_all(driver: Driver, client: Client, names: list[str]) -> float:
     """
     bodies = [json.dumps(driver.request(NAMESPACE, name)).encode() for name in names]
     started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         answers = list(pool.map(lambda body: client.post("/sync", body), bodies))
     took = time.perf_counter() - started
     for name, answer in zip(names, answers, strict=True):
@@ -121,7 +122,7 @@ def sync_all(driver: Driver, client: Client, names: list[str]) -> float:
     return took
 
 
-def baseline_round(cluster: Cluster, job_ids: list[str]) -> float:
+def baseline_round(cluster: Cluster, job_ids: list[str], concurrency: int) -> float:
     """Per-job polling: a new SSH connection and one squeue -j per job; the round's time."""
     credentials = Credentials(cluster.user, private_key=cluster.key,
                               known_hosts=cluster.known_hosts)
@@ -135,7 +136,7 @@ def baseline_round(cluster: Cluster, job_ids: list[str]) -> float:
             conn.close()
 
     started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, job_ids))
     return time.perf_counter() - started
 
@@ -162,10 +163,12 @@ def latency_at(driver: Driver, client: Client, names: list[str], rate: float,
     return latencies
 
 
-def saturation(driver: Driver, client: Client, names: list[str], seconds: float) -> float:
-    """Closed loop with CONCURRENCY clients: syncs answered per second."""
+def saturation(
+    driver: Driver, client: Client, names: list[str], seconds: float, concurrency: int
+) -> float:
+    """Closed loop with ``concurrency`` clients: syncs answered per second."""
     bodies = [json.dumps(driver.request(NAMESPACE, n)).encode() for n in names]
-    done = [0] * CONCURRENCY
+    done = [0] * concurrency
     stop = time.perf_counter() + seconds
 
     def worker(k: int) -> None:
@@ -173,10 +176,10 @@ def saturation(driver: Driver, client: Client, names: list[str], seconds: float)
         while time.perf_counter() < stop:
             client.post("/sync", bodies[i % len(bodies)])
             done[k] += 1
-            i += CONCURRENCY
+            i += concurrency
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(CONCURRENCY)]
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(concurrency)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -189,14 +192,14 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def measure(steps: list[int], cluster: Cluster, repo: Path, log: Callable[[str], None]
-            ) -> dict[str, Any]:
+def measure(steps: list[int], concurrency: int, cluster: Cluster, repo: Path,
+            log: Callable[[str], None]) -> dict[str, Any]:
     server = Server(repo)
     driver = Driver(server.url)
     client = Client(server.port)
     driver.apply_secret({**cluster.secret("bench-login"),
                          "metadata": {"name": "bench-login", "namespace": NAMESPACE}})
-    results: dict[str, Any] = {"rounds": []}
+    results: dict[str, Any] = {"rounds": [], "concurrency": concurrency}
     names: list[str] = []
     try:
         for n in steps:
@@ -207,14 +210,14 @@ def measure(steps: list[int], cluster: Cluster, repo: Path, log: Callable[[str],
                 obj["metadata"]["namespace"] = NAMESPACE
                 driver.create(obj)
             names += new
-            took = sync_all(driver, client, new)
+            took = sync_all(driver, client, new, concurrency)
             submit_rate = len(new) / took
             for _ in range(30):  # calls that found a submission in flight (Submitting)
                 missing = [m for m in new if not driver.get(NAMESPACE, m)["status"]["jobIDs"]]
                 if not missing:
                     break
                 time.sleep(1)
-                sync_all(driver, client, missing)
+                sync_all(driver, client, missing, concurrency)
             job_ids = [driver.get(NAMESPACE, m)["status"]["jobIDs"][0] for m in names]
             round_times, base_times = [], []
             round_commands = round_connects = 0.0  # the most any of the rounds caused
@@ -222,12 +225,12 @@ def measure(steps: list[int], cluster: Cluster, repo: Path, log: Callable[[str],
                 time.sleep(server_ttl() + 0.5)  # each round starts with the shared status stale
                 commands = server.metric("hpcbridge_remote_commands_total")
                 connects = server.metric("hpcbridge_ssh_connects_total")
-                round_times.append(sync_all(driver, client, names))
+                round_times.append(sync_all(driver, client, names, concurrency))
                 round_commands = max(round_commands,
                                      server.metric("hpcbridge_remote_commands_total") - commands)
                 round_connects = max(round_connects,
                                      server.metric("hpcbridge_ssh_connects_total") - connects)
-                base_times.append(baseline_round(cluster, job_ids))
+                base_times.append(baseline_round(cluster, job_ids, concurrency))
             lost = [driver.get(NAMESPACE, m)["status"] for m in names
                     if not driver.get(NAMESPACE, m)["status"]["jobIDs"]]
             if lost:
@@ -255,7 +258,7 @@ def measure(steps: list[int], cluster: Cluster, repo: Path, log: Callable[[str],
             "p50s_ms": p50s, "p99s_ms": p99s,
         }
         log(json.dumps(results["latency"]))
-        results["saturation"] = saturation(driver, client, names, seconds=10)
+        results["saturation"] = saturation(driver, client, names, 10, concurrency)
         log(f"saturation {results['saturation']:.0f} syncs/s")
         rss = {row["n"]: row["rss_kib"] for row in results["rounds"]}
         if 1000 in rss and 2000 in rss:
@@ -286,7 +289,9 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
         "active (pending)",
         f"- hook server: `make run`'s configuration (gunicorn, {gunicorn_conf.workers} "
         f"process, {gunicorn_conf.threads} threads, status TTL {server_ttl():g} s)",
-        f"- command: `{command}`; {CONCURRENCY} concurrent syncs, like Metacontroller workers",
+        f"- command: `{command}`; {results['concurrency']} concurrent syncs"
+        + (" (Metacontroller's default `--workers`)" if results["concurrency"] == WORKERS
+           else f" (Metacontroller with `--workers={results['concurrency']}`)"),
         "- baseline: per-job polling as existing bridges do it — a new SSH connection and one "
         "`squeue -j` per job and sync, at the same concurrency",
         "",
@@ -324,6 +329,8 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", default="100,1000,2000")
+    parser.add_argument("--concurrency", type=int, default=WORKERS,
+                        help="concurrent syncs, as Metacontroller's --workers")
     parser.add_argument("--out", default="bench/results.md")
     args = parser.parse_args()
     cluster = cluster_from_state("slurm")
@@ -331,8 +338,10 @@ def main() -> int:
         raise SystemExit("the SLURM test cluster is not up: run tests/clusters/slurm-up.sh")
     repo = Path(__file__).resolve().parent.parent
     steps = [int(s) for s in args.steps.split(",")]
-    results = measure(steps, cluster, repo, lambda line: print(line, flush=True))
-    print(write(results, repo / args.out, f"make bench (steps {args.steps})"))
+    results = measure(steps, args.concurrency, cluster, repo,
+                      lambda line: print(line, flush=True))
+    command = f"make bench BENCH_ARGS='--steps {args.steps} --concurrency {args.concurrency}'"
+    print(write(results, repo / args.out, command))
     return 0
 
 
