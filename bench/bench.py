@@ -218,6 +218,10 @@ def measure(steps: list[int], concurrency: int, cluster: Cluster, repo: Path,
                     break
                 time.sleep(1)
                 sync_all(driver, client, missing, concurrency)
+            lost = [driver.get(NAMESPACE, m)["status"] for m in names
+                    if not driver.get(NAMESPACE, m)["status"]["jobIDs"]]
+            if lost:
+                raise RuntimeError(f"{len(lost)} BatchJobs have no job: {lost[0]}")
             job_ids = [driver.get(NAMESPACE, m)["status"]["jobIDs"][0] for m in names]
             round_times, base_times = [], []
             round_commands = round_connects = 0.0  # the most any of the rounds caused
@@ -253,7 +257,7 @@ def measure(steps: list[int], concurrency: int, cluster: Cluster, repo: Path,
         p50s = [1000 * statistics.median(run) for run in runs]
         p99s = [1000 * percentile(run, 99) for run in runs]
         results["latency"] = {
-            "n": len(names), "count": len(runs[0]), "runs": len(runs),
+            "n": len(sample), "count": len(runs[0]), "runs": len(runs),
             "p50_ms": statistics.median(p50s), "p99_ms": statistics.median(p99s),
             "p50s_ms": p50s, "p99s_ms": p99s,
         }
@@ -311,12 +315,14 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
     lines += [
         "",
         f"Rounds and baseline rounds: the median of {REPEATS}, measured in turn; the speed-up "
-        "is the ratio of the medians, with each pair's ratio in brackets.",
+        "is the ratio of the medians, with each pair's ratio in brackets. Remote commands and "
+        "SSH connects: the most any of the rounds caused.",
         "",
         f"- sync latency at 100 syncs/s offered ({lat['count']} syncs over {lat['n']} "
         f"BatchJobs, median of {lat['runs']} runs): p50 {lat['p50_ms']:.1f} ms, "
         f"p99 {lat['p99_ms']:.1f} ms (runs: {', '.join(f'{x:.1f}' for x in lat['p99s_ms'])})",
-        f"- saturation throughput: {results['saturation']:.0f} syncs/s",
+        f"- saturation throughput ({results['concurrency']} syncs at a time, closed loop): "
+        f"{results['saturation']:.0f} syncs/s",
     ]
     if "rss_per_job_kb" in results:
         lines.append("- hook-server RSS growth per tracked BatchJob (N = 1000 → 2000): "

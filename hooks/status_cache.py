@@ -43,8 +43,23 @@ class _Refresh:
 class _Entry:
     tracked: dict[str, tuple[JobRef, float]] = field(default_factory=dict)
     snapshot: Mapping[str, Sequence[TaskState]] = field(default_factory=dict)
+    asked: frozenset[str] = frozenset()
+    """The attempts the snapshot's query was asked about; it holds others as listed only."""
     taken_at: float = float("-inf")
     refresh: _Refresh | None = None
+
+    def answer(self, backend: Backend, ref: JobRef) -> Sequence[TaskState] | None:
+        """The snapshot's answer for ``ref``, if it has one it can stand behind.
+
+        An attempt that was only listed is served while every task of its recorded job is
+        active: a finished task needs the accounting (exit code, final state) that only an
+        asked-about attempt gets, and the listing does not check the recorded job id.
+        """
+        tasks = self.snapshot.get(ref.key)
+        if tasks is None or ref.key in self.asked:
+            return tasks
+        mine = [t for t in tasks if not ref.job_id or backend.job_id(t.task_id) == ref.job_id]
+        return mine if mine and all(t.outcome.active for t in mine) else None
 
 
 class StatusCache:
@@ -65,33 +80,39 @@ class StatusCache:
             now = self.clock()
             entry.tracked[ref.key] = (ref, now)
             age = now - entry.taken_at
-            if age < self.ttl and ref.key in entry.snapshot:
+            answer = entry.answer(backend, ref) if age < self.ttl else None
+            if answer is not None:
                 metrics.cache_lookup("hit")
                 if age > self.ttl * REFRESH_AHEAD and entry.refresh is None:
                     ahead = entry.refresh = self._start(entry, now)
                     threading.Thread(target=self._refresh, daemon=True,
                                      args=(entry, ahead, backend, conn, timeout)).start()
-                return entry.snapshot[ref.key]
+                return answer
             refresh = entry.refresh
             leader = refresh is None
             if refresh is None:
                 refresh = entry.refresh = self._start(entry, now)
         if leader:
             return self._lead(entry, refresh, backend, conn, ref, timeout)
-        waited = time.monotonic()
-        finished = refresh.done.wait(timeout)
-        with self._lock:
-            if ref.key in refresh.keys:
+        if ref.key in refresh.keys:
+            metrics.cache_lookup("wait")
+            refresh.done.wait(timeout)
+            with self._lock:
                 if refresh.error is not None or ref.key not in entry.snapshot:
                     raise refresh.error or TimeoutError("the shared status refresh did not finish")
+                return entry.snapshot[ref.key]
+        # Not in the refresh under way: its listing may still show the attempt. Half the time
+        # is kept for asking about the attempt alone if it does not.
+        started = time.monotonic()
+        if refresh.done.wait(timeout / 2) and refresh.error is None:
+            with self._lock:
+                answer = entry.answer(backend, ref)
+            if answer is not None:
                 metrics.cache_lookup("wait")
-                return entry.snapshot[ref.key]
-            if finished and refresh.error is None and ref.key in entry.snapshot:
-                metrics.cache_lookup("wait")  # not asked for, but the queue listing showed it
-                return entry.snapshot[ref.key]
+                return answer
         metrics.cache_lookup("single")
-        left = max(1.0, timeout - (time.monotonic() - waited))
-        return backend.query(conn, [ref], timeout=left).get(ref.key, ())
+        left = timeout - (time.monotonic() - started)
+        return backend.query(conn, [ref], timeout=left, whole_queue=False).get(ref.key, ())
 
     def track(self, pool_key: str, backend: Backend, ref: JobRef) -> None:
         """Include an attempt in the next refresh (it was just submitted)."""
@@ -101,12 +122,22 @@ class StatusCache:
 
     def drop(self, pool_key: str, backend: Backend, key: str) -> None:
         """Stop tracking an attempt (it finished, or its BatchJob is gone)."""
+        name = f"{backend.name}:{pool_key}"
         with self._lock:
-            entry = self._entries.get(f"{backend.name}:{pool_key}")
+            entry = self._entries.get(name)
             if entry is not None:
                 entry.tracked.pop(key, None)
+                if not entry.tracked and entry.refresh is None:
+                    del self._entries[name]
 
     def _start(self, entry: _Entry, now: float) -> _Refresh:
+        """A refresh of ``entry``'s attempts; attempts and pool keys (a rotated Secret's, say)
+        not looked up for ``forget`` seconds are dropped on the way."""
+        for name, other in list(self._entries.items()):
+            if other is not entry and other.refresh is None and all(
+                now - seen > self.forget for _, seen in other.tracked.values()
+            ):
+                del self._entries[name]
         stale = [key for key, (_, seen) in entry.tracked.items() if now - seen > self.forget]
         for key in stale:
             del entry.tracked[key]
@@ -140,6 +171,7 @@ class StatusCache:
                 snapshot.setdefault(r.key, ())
             with self._lock:
                 entry.snapshot = snapshot
+                entry.asked = frozenset(r.key for r in refs)
                 entry.taken_at = started
         finally:
             with self._lock:

@@ -64,11 +64,16 @@ class Backend(Protocol):
     def submit(self, conn: Remote, job: JobRequest, *, timeout: float) -> SubmitOutcome: ...
 
     def query(
-        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
     ) -> Mapping[str, Sequence[TaskState]]:
-        """The tasks of every attempt in ``refs``, by key, from one listing of the login user's
-        jobs of ours plus the accounting or history of those that left it; also the tasks of
-        any other attempt of ours that the listing showed."""
+        """The tasks of every attempt in ``refs`` by key (an empty list for one the scheduler
+        does not show), from one listing of the login user's jobs of ours plus the accounting
+        or history of those that left it.
+
+        With ``whole_queue``, the answer also holds every other attempt of ours that the queue
+        listing showed, as the listing shows it: without the accounting of its finished tasks
+        and without the check against a recorded job id, which only ``refs`` carry.
+        """
         ...
 
     def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]: ...

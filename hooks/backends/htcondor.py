@@ -99,12 +99,16 @@ class HTCondorBackend:
         return submit_outcome(conn.run(argv, stdin=stdin, timeout=timeout))
 
     def query(
-        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
     ) -> Mapping[str, Sequence[TaskState]]:
         by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
         left = Deadline(timeout)
-        queue = _ads(conn, "condor_q", f"{KEY_ATTRIBUTE} isnt undefined", (), left())
-        _collect(by_key, refs, queue, adopt=True)
+        if whole_queue:
+            queue = _ads(conn, "condor_q", f"{KEY_ATTRIBUTE} isnt undefined", (), left())
+            _collect(by_key, refs, queue, adopt=True)
+        else:
+            for chunk in _chunks([ref.key for ref in refs], KEY_CHUNK):
+                _collect(by_key, refs, _ads(conn, "condor_q", key_constraint(chunk), (), left()))
         wanted = {ref.key: _missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
         wanted = {key: count for key, count in wanted.items() if count}
         for chunk in _chunks(sorted(wanted), KEY_CHUNK):

@@ -64,10 +64,12 @@ class SlurmBackend:
         return submit_outcome(result)
 
     def query(
-        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
+        self, conn: Remote, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
     ) -> Mapping[str, Sequence[TaskState]]:
         left = Deadline(timeout)
-        queued = _squeue(conn, left(), lambda name: name.startswith(NAME_PREFIX))
+        asked = {self.job_name(ref.key) for ref in refs}
+        queued = _squeue(conn, left(), (lambda name: name.startswith(NAME_PREFIX))
+                         if whole_queue else asked.__contains__)
         by_key: dict[str, dict[str, SlurmRecord]] = {ref.key: {} for ref in refs}
         for job_name, records in queued.items():
             by_key[job_name.removeprefix(NAME_PREFIX)] = {r.task_id: r for r in records}

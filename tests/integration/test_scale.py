@@ -71,11 +71,11 @@ class Counting(SlurmBackend):
         self.queries = 0
         self.lock = threading.Lock()
 
-    def query(self, conn: Remote, refs: Sequence[JobRef], *, timeout: float
-              ) -> Mapping[str, Sequence[TaskState]]:
+    def query(self, conn: Remote, refs: Sequence[JobRef], *, timeout: float,
+              whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
         with self.lock:
             self.queries += 1
-        return super().query(conn, refs, timeout=timeout)
+        return super().query(conn, refs, timeout=timeout, whole_queue=whole_queue)
 
 
 def test_concurrent_misses_run_one_scheduler_query(slurm: Cluster) -> None:

@@ -17,7 +17,8 @@ def restored_logging() -> Iterator[None]:
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
     yield
     for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
-        lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
+        lg.handlers[:], lg.propagate = handlers, propagate
+        lg.setLevel(level)
     gc.unfreeze()
 
 

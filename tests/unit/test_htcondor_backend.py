@@ -323,6 +323,18 @@ def test_one_condor_q_for_any_number_of_attempts_and_history_keys_chunked() -> N
     assert max(len(" ".join(argv)) for argv, _ in conn.calls) < 20_000
 
 
+def test_asked_alone_an_attempt_gets_a_condor_q_of_its_key_only() -> None:
+    asked, other = LIVE_KEYS["exit0"], LIVE_KEYS["held"]
+    ads = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 2, "HpcbridgeKey": asked},
+           {"ClusterId": 16, "ProcId": 0, "JobStatus": 1, "HpcbridgeKey": other}]
+    conn = FakeConnection({"condor_q": [ok(json.dumps(ads))]})
+    result = HTCondorBackend().query(conn, [JobRef(asked, "15", ("15.0",))], timeout=5,
+                                     whole_queue=False)
+    argv = conn.calls[0][0]
+    assert argv[argv.index("-constraint") + 1] == key_constraint([asked])
+    assert set(result) == {asked}
+
+
 def test_the_queue_listing_also_answers_attempts_not_asked_about() -> None:
     asked, other = LIVE_KEYS["exit0"], LIVE_KEYS["held"]
     ads = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 2, "HpcbridgeKey": asked},

@@ -37,8 +37,8 @@ class NodeFailing(SlurmBackend):
     def __init__(self) -> None:
         self.submitted: list[JobRequest] = []
 
-    def query(self, conn: Any, refs: Sequence[JobRef], *, timeout: float
-              ) -> Mapping[str, Sequence[TaskState]]:
+    def query(self, conn: Any, refs: Sequence[JobRef], *, timeout: float,
+              whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
         return {ref.key: [TaskState("500", Outcome.FAILED, Reason.NODE_FAIL, "A node failed")]
                 for ref in refs}
 

@@ -196,6 +196,15 @@ def test_query_also_answers_attempts_of_ours_not_asked_about() -> None:
     assert not conn.ran_sacct
 
 
+def test_query_of_one_attempt_alone_answers_that_attempt_only() -> None:
+    other = "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
+    listing = line("4242", f"hpcb-{UID}-1", "RUNNING") + line("4300", f"hpcb-{other}", "PENDING")
+    conn = FakeConnection(completed(listing))
+    tasks = SlurmBackend().query(conn, [JobRef(f"{UID}-1", "4242")],  # type: ignore[arg-type]
+                                 timeout=5, whole_queue=False)
+    assert set(tasks) == {f"{UID}-1"}
+
+
 def test_query_reads_compressed_array_records_from_sacct() -> None:
     name = f"hpcb-{UID}-1"
     sacct = recorded("sacct.txt").replace("|parr|", f"|{name}|")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
@@ -27,16 +27,21 @@ class CountingBackend:
 
     def __init__(self, pause: float = 0.0) -> None:
         self.calls: list[list[str]] = []
+        self.timeouts: list[float] = []
         self.pause = pause
         self.lock = threading.Lock()
 
     def query(
-        self, conn: object, refs: Sequence[JobRef], *, timeout: float
+        self, conn: object, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
     ) -> Mapping[str, Sequence[TaskState]]:
         with self.lock:
             self.calls.append(sorted(ref.key for ref in refs))
+            self.timeouts.append(timeout)
         time.sleep(self.pause)
         return {ref.key: [TaskState(ref.job_id or "?", Outcome.RUNNING)] for ref in refs}
+
+    def job_id(self, task_id: str) -> str:
+        return task_id.split(".", 1)[0]
 
 
 def ref(key: str) -> JobRef:
@@ -102,16 +107,18 @@ class ListingBackend(CountingBackend):
     """Its queue listing also shows attempts it was not asked about, like squeue or condor_q
     of every job of ours."""
 
-    def __init__(self, listed: str, pause: float = 0.0) -> None:
+    def __init__(self, listed: str, pause: float = 0.0,
+                 tasks: Callable[[str], list[TaskState]] | None = None) -> None:
         super().__init__(pause)
         self.listed = listed
+        self.tasks = tasks or (lambda key: [TaskState(key.upper(), Outcome.PENDING)])
 
     def query(
-        self, conn: object, refs: Sequence[JobRef], *, timeout: float
+        self, conn: object, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
     ) -> Mapping[str, Sequence[TaskState]]:
         found = dict(super().query(conn, refs, timeout=timeout))
-        for key in self.listed:
-            found.setdefault(key, [TaskState(key.upper(), Outcome.PENDING)])
+        for key in self.listed if whole_queue else ():
+            found.setdefault(key, self.tasks(key))
         return found
 
 
@@ -138,6 +145,58 @@ def test_after_a_restart_one_refresh_answers_every_listed_attempt() -> None:
     assert backend.calls[-1] == list("abcdefgh")  # all asked about since: tracked now
 
 
+@pytest.mark.parametrize(
+    "listed",
+    [
+        pytest.param([TaskState("B", Outcome.SUCCEEDED)], id="finished-needs-the-accounting"),
+        pytest.param([TaskState("B.0", Outcome.RUNNING), TaskState("B.1", Outcome.FAILED)],
+                     id="one-task-finished"),
+        pytest.param([TaskState("OTHER.0", Outcome.RUNNING)], id="another-job-with-its-key"),
+    ],
+)
+def test_an_attempt_only_listed_is_asked_about_alone_unless_its_job_is_active(
+    listed: list[TaskState],
+) -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, clock=clock), ListingBackend("b", tasks=lambda _: listed)
+    lookup(cache, backend, "a")
+    assert [t.task_id for t in lookup(cache, backend, "b")] == ["B"]  # asked about, this time
+    assert backend.calls == [["a"], ["a", "b"]]
+
+
+def test_an_attempt_only_listed_is_served_the_tasks_of_its_recorded_job() -> None:
+    tasks = [TaskState("B.0", Outcome.RUNNING), TaskState("OTHER.0", Outcome.RUNNING)]
+    cache, backend = StatusCache(ttl=5), ListingBackend("b", tasks=lambda _: tasks)
+    lookup(cache, backend, "a")
+    assert [t.task_id for t in lookup(cache, backend, "b")] == ["B.0"]
+    assert backend.calls == [["a"]]
+
+
+def test_a_late_attempt_keeps_half_the_time_for_its_own_query() -> None:
+    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.8)
+    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
+    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    leader.start()
+    time.sleep(0.1)
+    late = cache.lookup("pool", backend, object(), ref("late"), timeout=1.0)  # type: ignore[arg-type]
+    leader.join()
+    assert late[0].task_id == "LATE"
+    assert backend.calls[1] == ["late"]
+    assert 0.4 < backend.timeouts[1] <= 0.5
+
+
+def test_pool_keys_out_of_use_are_forgotten() -> None:
+    clock = Clock()
+    cache, backend = StatusCache(ttl=5, forget=60, clock=clock), CountingBackend()
+    lookup(cache, backend, "a", pool="rotated")
+    lookup(cache, backend, "b", pool="done")
+    cache.drop("done", backend, "b")  # type: ignore[arg-type]
+    assert len(cache._entries) == 1  # the last attempt of a pool key dropped: the key goes
+    clock.now += 61
+    lookup(cache, backend, "c", pool="current")
+    assert list(cache._entries) == ["fake:current"]  # nothing looked up there for `forget` s
+
+
 def test_different_pool_keys_never_share_answers() -> None:
     cache, backend = StatusCache(ttl=5), CountingBackend()
     lookup(cache, backend, "a", pool="one")
@@ -158,8 +217,8 @@ def test_forgotten_and_dropped_attempts_leave_the_batch() -> None:
 
 def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
     class Failing(CountingBackend):
-        def query(self, conn: object, refs: Sequence[JobRef], *, timeout: float
-                  ) -> Mapping[str, Sequence[TaskState]]:
+        def query(self, conn: object, refs: Sequence[JobRef], *, timeout: float,
+                  whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
             super().query(conn, refs, timeout=timeout)
             if len(self.calls) == 1:
                 raise TimeoutError("squeue hung")
