@@ -53,6 +53,20 @@ def lookup(cache: StatusCache, backend: CountingBackend, key: str,
     return cache.lookup(pool, backend, object(), ref(key), timeout=5)  # type: ignore[arg-type]
 
 
+def while_refreshing(
+    cache: StatusCache, backend: CountingBackend, call: Callable[[], Sequence[TaskState]]
+) -> Sequence[TaskState]:
+    """``call``'s answer, made while a refresh for attempt "a" is under way."""
+    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
+    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    leader.start()
+    time.sleep(0.1)
+    try:
+        return call()
+    finally:
+        leader.join()
+
+
 def test_concurrent_misses_run_one_query() -> None:
     cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.2)
     for key in "abcdefgh":
@@ -94,12 +108,8 @@ def test_one_refresh_answers_every_tracked_attempt() -> None:
 
 def test_an_attempt_arriving_during_a_refresh_waits_for_no_second_refresh() -> None:
     cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.3)
-    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
-    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
-    leader.start()
-    time.sleep(0.1)
-    assert lookup(cache, backend, "late")[0].task_id == "LATE"
-    leader.join()
+    late = while_refreshing(cache, backend, lambda: lookup(cache, backend, "late"))
+    assert late[0].task_id == "LATE"
     assert sorted(map(tuple, backend.calls)) == [("a",), ("late",)]
 
 
@@ -124,12 +134,7 @@ class ListingBackend(CountingBackend):
 
 def test_an_attempt_arriving_during_a_refresh_that_lists_it_runs_no_query_of_its_own() -> None:
     cache, backend = StatusCache(ttl=5), ListingBackend("bcd", pause=0.3)
-    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
-    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
-    leader.start()
-    time.sleep(0.1)
-    late = lookup(cache, backend, "b")
-    leader.join()
+    late = while_refreshing(cache, backend, lambda: lookup(cache, backend, "b"))
     assert [(t.task_id, t.outcome) for t in late] == [("B", Outcome.PENDING)]
     assert backend.calls == [["a"]]
 
@@ -174,12 +179,8 @@ def test_an_attempt_only_listed_is_served_the_tasks_of_its_recorded_job() -> Non
 
 def test_a_late_attempt_keeps_half_the_time_for_its_own_query() -> None:
     cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.8)
-    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
-    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
-    leader.start()
-    time.sleep(0.1)
-    late = cache.lookup("pool", backend, object(), ref("late"), timeout=1.0)  # type: ignore[arg-type]
-    leader.join()
+    late = while_refreshing(cache, backend, lambda: cache.lookup(
+        "pool", backend, object(), ref("late"), timeout=1.0))  # type: ignore[arg-type]
     assert late[0].task_id == "LATE"
     assert backend.calls[1] == ["late"]
     assert 0.4 < backend.timeouts[1] <= 0.5
