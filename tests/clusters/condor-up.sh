@@ -128,7 +128,7 @@ port_holders() {
 # Refuses to go on if PORT is taken, unless the holder is a leftover chrooted in our rootfs.
 claim_port() { # PORT WHAT
   local pid desc=
-  port_in_use "$1" || return 0
+  port_in_use "$1" || { reserve_ports "$1"; return 0; }
   for pid in $(port_holders "$1"); do
     if [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$ROOTFS" ]; then
       log "port $1 is held by pid $pid, a leftover in our rootfs: stopping it"
@@ -142,6 +142,7 @@ claim_port() { # PORT WHAT
     die "port $1 ($2) is taken by a process this script did not start:${desc:- unknown}." \
       "Stop it or choose another port (HPCBRIDGE_CONDOR_PORT / HPCBRIDGE_CONDOR_SSH_PORT)."
   fi
+  reserve_ports "$1"
 }
 port_free() { ! port_in_use "$1"; }
 
@@ -366,6 +367,7 @@ ensure_condor() {
     fi
   fi
   claim_port "$PORT" "HTCondor collector/shared port"
+  reserve_ports "$((PORT + 1))-$((PORT + 50))" # IN_LOWPORT-IN_HIGHPORT of the daemons
   start_daemon condor_master /usr/sbin/condor_master -f
 }
 

@@ -18,6 +18,20 @@ port_in_use() {
     [[ -n $(ss -Hltn "sport = :$1") ]]
 }
 
+# reserve_ports PORT|FIRST-LAST...: take these ports out of the kernel's choice of local ports
+# for outgoing connections (net.ipv4.ip_local_reserved_ports; the list is a set, so adding a
+# port twice is harmless, and it lasts until reboot). Where the ephemeral range starts low (1024
+# on some machines), a client socket could otherwise sit on a daemon's port, and even in
+# TIME_WAIT it makes the daemon's bind fail. Called before each daemon starts.
+reserve_ports() {
+    local file=/proc/sys/net/ipv4/ip_local_reserved_ports current wanted
+    [[ -w $file ]] || return 0
+    current=$(<"$file")
+    wanted=$(IFS=,; printf '%s' "$*")
+    printf '%s\n' "${current:+$current,}$wanted" >"$file" ||
+        log "could not reserve ports $wanted; a daemon's bind may meet a client socket there"
+}
+
 # debian_mirror: print the URL of the Debian archive this machine's apt uses,
 # taken from the stanza/line for the release suite itself (not -security/-updates). Prefers
 # entries signed by Debian's archive keyring, so a third-party repo with the same suite name

@@ -492,6 +492,7 @@ check_ports() {
             die "port $port (for $name) is already taken by a process this script did not start;" \
                 "stop that process or choose another port with ${PORT_KNOB[$name]}"
         fi
+        reserve_ports "$port"
     done
 }
 
