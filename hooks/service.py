@@ -21,7 +21,7 @@ from hooks.backends import guard
 from hooks.backends.base import Backend, SchedulerError, Submitted
 from hooks.core import aggregate, children, lifecycle, response, status
 from hooks.core.lifecycle import Plan, Step
-from hooks.core.model import ClusterRef, JobRef, JobRequest, Reason, Spec, job_root
+from hooks.core.model import ClusterRef, JobRef, JobRequest, Reason, Spec, attempt_key, job_root
 from hooks.core.request import HookRequest, parse_customize, parse_sync
 from hooks.core.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec import SpecError, parse_spec, parse_target
@@ -239,7 +239,7 @@ class Hooks:
         backend, spec = target.backend, target.spec
         job_id = backend.job_id(prev.job_ids[0])
         expected = prev.job_ids  # the tasks the attempt was submitted with, or has shown since
-        key = f"{req.uid}-{plan.attempt}"
+        key = attempt_key(req.uid, plan.attempt)
         ref = JobRef(key=key, job_id=job_id, expected_tasks=expected)
         found = self.cache.lookup(conn.key, backend, conn, ref,
                                   timeout=budget.take(self.settings.command_timeout))
@@ -270,6 +270,7 @@ class Hooks:
             log.exception("finalizing %s/%s failed; giving up after the grace period",
                           req.namespace, req.name)
             metrics.FINALIZE_GAVE_UP.inc()
+            metrics.record_phase(req.uid, None)
             return response.envelope(req.shape, status=req.parent.get("status") or {},
                                      children=[], resync=0, finalized=True)
 
@@ -332,6 +333,7 @@ class Hooks:
             detail = (result.err.strip().splitlines() or ["no answer"])[-1][:200]
             raise Trouble(Reason.CLUSTER_UNREACHABLE,
                           f"Removing the BatchJob's remote directory failed: {detail}")
+        self.cache.drop(conn.key, backend, attempt_key(req.uid, prev.attempt))
         new = lifecycle.deleted(prev)
         return self._finished(req, target, new, now, done=True)
 

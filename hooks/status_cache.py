@@ -34,6 +34,8 @@ syncs of a busy cluster rarely wait for one."""
 
 @dataclass
 class _Refresh:
+    refs: tuple[JobRef, ...]
+    """The attempts asked about, as they were tracked when the refresh began."""
     keys: frozenset[str]
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -141,7 +143,8 @@ class StatusCache:
         stale = [key for key, (_, seen) in entry.tracked.items() if now - seen > self.forget]
         for key in stale:
             del entry.tracked[key]
-        return _Refresh(frozenset(entry.tracked))
+        refs = tuple(ref for ref, _ in entry.tracked.values())
+        return _Refresh(refs, frozenset(ref.key for ref in refs))
 
     def _lead(
         self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, ref: JobRef,
@@ -159,8 +162,7 @@ class StatusCache:
     ) -> None:
         """Run one batched query for the refresh's attempts and publish the snapshot."""
         started = self.clock()
-        with self._lock:
-            refs = [entry.tracked[key][0] for key in refresh.keys if key in entry.tracked]
+        refs = refresh.refs
         try:
             found = backend.query(conn, refs, timeout=timeout)
         except Exception as err:  # handed to the waiters, who report it

@@ -138,6 +138,11 @@ class Spec:
     backoff_limit: int = 0
 
 
+def attempt_key(uid: str, attempt: int) -> str:
+    """Attempt ``attempt`` of the BatchJob ``uid`` as the cluster knows it (job name, key)."""
+    return f"{uid}-{attempt}"
+
+
 @dataclass(frozen=True, slots=True)
 class JobRequest:
     """What a backend needs to submit one attempt of one BatchJob."""
@@ -151,7 +156,7 @@ class JobRequest:
     @property
     def key(self) -> str:
         """The attempt's identity on the cluster: ``<uid>-<attempt>``."""
-        return f"{self.uid}-{self.attempt}"
+        return attempt_key(self.uid, self.attempt)
 
     @property
     def remote_dir(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hooks import backends
+from hooks import backends, metrics
 from hooks.backends.base import SubmitOutcome, Submitted
 from hooks.backends.slurm import SlurmBackend
 from hooks.core.model import JobRef, JobRequest, Outcome, Reason, TaskState
@@ -176,8 +176,12 @@ def test_a_finalize_bug_does_not_keep_a_deleted_batchjob_forever(
     body["parent"]["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
     later = NOW + datetime.timedelta(minutes=minutes)
     hooks = Hooks(Settings(), pool=Pool(), clock=lambda: later)  # type: ignore[arg-type]
+    uid = body["parent"]["metadata"]["uid"]
+    metrics.record_phase(uid, "Running")
     if raises:
         with pytest.raises(RuntimeError):
             hooks.sync(body)
+        assert uid in metrics._phases
     else:
         assert hooks.sync(body)["finalized"] is True
+        assert uid not in metrics._phases  # no longer counted among the BatchJobs by phase
