@@ -39,6 +39,11 @@ class Deadline:
         return left
 
 
+def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    """``items`` in runs of at most ``size``, so that no command line grows with N."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 class SchedulerError(Exception):
     """The scheduler did not answer (e.g. slurmctld down); transient, the cluster is reachable."""
 

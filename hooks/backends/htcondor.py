@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hooks.backends import guard
-from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted
+from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted, chunks
 from hooks.core import htcondor_states
 from hooks.core.htcondor_states import CondorRecord
 from hooks.core.htcondor_submit import KEY_ATTRIBUTE, classad_string, submit_description
@@ -107,11 +107,11 @@ class HTCondorBackend:
             queue = _ads(conn, "condor_q", f"{KEY_ATTRIBUTE} isnt undefined", (), left())
             _collect(by_key, refs, queue, adopt=True)
         else:
-            for chunk in _chunks([ref.key for ref in refs], KEY_CHUNK):
+            for chunk in chunks([ref.key for ref in refs], KEY_CHUNK):
                 _collect(by_key, refs, _ads(conn, "condor_q", key_constraint(chunk), (), left()))
         wanted = {ref.key: _missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
         wanted = {key: count for key, count in wanted.items() if count}
-        for chunk in _chunks(sorted(wanted), KEY_CHUNK):
+        for chunk in chunks(sorted(wanted), KEY_CHUNK):
             limit = str(sum(wanted[key] for key in chunk))
             ads = _ads(conn, "condor_history", key_constraint(chunk), ("-limit", limit), left())
             _collect(by_key, refs, ads, history=True)
@@ -295,6 +295,3 @@ def _last_line(result: Completed) -> str:
     last = lines[-1] if lines else ""
     return f"{last} (the condor_schedd is not running or cannot be found)" if extra else last
 
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]

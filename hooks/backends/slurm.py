@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from hooks.backends import guard
-from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted
+from hooks.backends.base import Deadline, SchedulerError, SubmitOutcome, Submitted, chunks
 from hooks.core import slurm_states, units
 from hooks.core.model import JobRef, JobRequest, Spec, TaskState
 from hooks.core.slurm_states import SlurmRecord
@@ -78,7 +78,7 @@ class SlurmBackend:
             if ref.job_id and not any(_active(r) for r in by_key[ref.key].values())
         ]
         accounted: dict[str, list[SlurmRecord]] = {}
-        for chunk in _chunks([ref.job_id for ref in settled if ref.job_id], SACCT_CHUNK):
+        for chunk in chunks([ref.job_id for ref in settled if ref.job_id], SACCT_CHUNK):
             result = conn.run(["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(chunk),
                                "-o", SACCT_FIELDS], timeout=left())
             accounted.update(parse_sacct(_checked(result, "sacct")))
@@ -218,7 +218,4 @@ def _checked(result: Completed, what: str) -> str:
         raise SchedulerError(f"{what} failed: {lines[-1] if lines else result.exit_status}")
     return result.out
 
-
-def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.aggregate import Summary
-from hooks.core.model import INFRASTRUCTURE_REASONS, ClusterRef, Phase, Reason
+from hooks.core.model import INFRASTRUCTURE_REASONS, TERMINAL_PHASES, ClusterRef, Phase, Reason
 from hooks.core.status import Status
 
 
@@ -105,9 +105,7 @@ def observed(
     ):
         reason = Reason.BACKOFF_LIMIT_EXCEEDED
         message = f"{message} The job was resubmitted {p.retries} time(s); backoffLimit is used up."
-    if p.attempt_generation < generation and summary.phase not in (
-        Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED
-    ):
+    if p.attempt_generation < generation and summary.phase not in TERMINAL_PHASES:
         message = (
             f"{message} The spec changed (generation {generation}); the change waits for the end "
             f"of attempt {p.attempt}."
@@ -126,10 +124,7 @@ def observed(
         submit_time=prev.submit_time or summary.submit_time,
         start_time=summary.start_time,
         completion_time=summary.completion_time,
-        reachable=True,
-        reachability_reason="",
-        reachability_message="",
-    )
+    ).reached()
 
 
 def unreachable(

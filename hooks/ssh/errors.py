@@ -1,16 +1,15 @@
 """SSH failures, translated from paramiko and classified by what fixes them.
 
 Each error carries the host and a message fit for ``status.message``: no traceback, no secret.
-``transient`` says whether waiting can help (an unreachable host) or the user has to act (a
-wrong host key, a refused login, an unreadable key).
+The service maps each class to the BatchJob reason that tells the user whether waiting can
+help (an unreachable host) or they have to act (a wrong host key, a refused login, an
+unreadable key).
 """
 
 from __future__ import annotations
 
 
 class SSHError(Exception):
-    transient = True
-
     def __init__(self, host: str, message: str) -> None:
         super().__init__(message)
         self.host = host
@@ -20,19 +19,13 @@ class SSHError(Exception):
 class HostKeyMismatch(SSHError):
     """The server's host key is unknown to the Secret's known_hosts, or differs from it."""
 
-    transient = False
-
 
 class AuthenticationFailed(SSHError):
     """The server refused the key or password."""
 
-    transient = False
-
 
 class BadCredentials(SSHError):
     """The Secret's key cannot be read (wrong format, or encrypted without a passphrase)."""
-
-    transient = False
 
 
 class ClusterUnreachable(SSHError):
