@@ -47,10 +47,11 @@ wait "$slurm" || { cat "$work/slurm-up.log"; fail "SLURM bring-up"; }
 wait "$condor" || { cat "$work/condor-up.log"; fail "HTCondor bring-up"; }
 tail -n 3 "$work/slurm-up.log" "$work/condor-up.log"
 
+# The clusters were just brought up: from here on a cluster test that cannot run is a failure.
 step "integration tests (in parallel)"
-"$bin/pytest" -q -p no:cacheprovider -n 4 --timeout 900 -m "not outage" tests/integration \
+CI=true "$bin/pytest" -q -p no:cacheprovider -n 4 --timeout 900 -m "not outage" tests/integration \
   || fail "integration tests"
 step "outage tests (one at a time: they stop daemons)"
-"$bin/pytest" -q -p no:cacheprovider --timeout 900 -m outage tests/integration \
+CI=true "$bin/pytest" -q -p no:cacheprovider --timeout 900 -m outage tests/integration \
   || fail "outage tests"
 exit "$status"
