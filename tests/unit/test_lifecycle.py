@@ -151,25 +151,23 @@ def test_observed_after_the_end_with_a_changed_spec_does_not_say_it_waits() -> N
 
 
 @pytest.mark.parametrize(
-    ("retries", "backoff", "reason"),
+    ("retries", "backoff", "reason", "then"),
     [
-        pytest.param(0, 0, Reason.NODE_FAIL, id="no-backoff-limit"),
-        pytest.param(0, 2, Reason.NODE_FAIL, id="retries-left"),
-        pytest.param(1, 2, Reason.NODE_FAIL, id="one-retry-left"),
-        pytest.param(2, 2, Reason.BACKOFF_LIMIT_EXCEEDED, id="used-up"),
+        pytest.param(0, 0, Reason.NODE_FAIL, Step.IDLE, id="no-backoff-limit"),
+        pytest.param(0, 2, Reason.NODE_FAIL, Step.SUBMIT, id="retries-left"),
+        pytest.param(1, 2, Reason.NODE_FAIL, Step.SUBMIT, id="one-retry-left"),
+        pytest.param(2, 2, Reason.BACKOFF_LIMIT_EXCEEDED, Step.IDLE, id="used-up"),
     ],
 )
-def test_backoff_limit_exceeded(retries: int, backoff: int, reason: Reason) -> None:
+def test_a_node_failure_is_retried_within_the_backoff_limit(
+    retries: int, backoff: int, reason: Reason, then: Step
+) -> None:
     new = observe(status(Phase.RUNNING, retries=retries), Plan(Step.TRACK, 1, 1, retries),
                   [TaskState("4242", Outcome.FAILED, Reason.NODE_FAIL, "A node of the job failed",
                              exit_code=0)], backoff=backoff)
     assert (new.phase, new.reason) == (Phase.FAILED, reason)
-    if reason is Reason.BACKOFF_LIMIT_EXCEEDED:
-        assert "backoffLimit" in new.message
-        assert plan(new, generation=1, backoff_limit=backoff).step is Step.IDLE
-    else:
-        expected = Step.SUBMIT if retries < backoff else Step.IDLE
-        assert plan(new, generation=1, backoff_limit=backoff).step is expected
+    assert ("backoffLimit" in new.message) is (reason is Reason.BACKOFF_LIMIT_EXCEEDED)
+    assert plan(new, generation=1, backoff_limit=backoff).step is then
 
 
 @pytest.mark.parametrize(
