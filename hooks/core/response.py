@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from hooks.core.model import CONNECTION_REASONS, Phase, Reason
-from hooks.core.status import Status
+from hooks.core.status import Status, condition
 
 MIN_POLL, MAX_POLL = 2.0, 30.0
 MAX_BACKOFF = 120.0
@@ -52,7 +52,7 @@ def resync_after(
     BatchJobs created together do not resync in lock-step.
     """
     if status.reachable is False:
-        was_down = _condition(previous, "ClusterReachable").get("status") == "False"
+        was_down = condition(previous, "ClusterReachable").get("status") == "False"
         quiet = _seconds_since(previous, "ClusterReachable", now) if was_down else 0.0
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
     elif status.reason is Reason.SUBMITTING or next_attempt_due:
@@ -73,17 +73,8 @@ def _jitter(uid: str) -> float:
     return 0.75 + 0.25 * int.from_bytes(digest[:2], "big") / 65536
 
 
-def _condition(previous: object, kind: str) -> Mapping[str, Any]:
-    """The previous status's condition of that type, or an empty mapping."""
-    conditions = previous.get("conditions") if isinstance(previous, dict) else None
-    for condition in conditions if isinstance(conditions, list) else ():
-        if isinstance(condition, dict) and condition.get("type") == kind:
-            return condition
-    return {}
-
-
 def _seconds_since(previous: object, kind: str, now: datetime.datetime) -> float:
-    stamp = parse_time(_condition(previous, kind).get("lastTransitionTime"))
+    stamp = parse_time(condition(previous, kind).get("lastTransitionTime"))
     return max(0.0, (now - stamp).total_seconds()) if stamp else 0.0
 
 

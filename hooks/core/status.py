@@ -56,7 +56,7 @@ def from_raw(raw: object) -> Status:
     """The status as Metacontroller last stored it; unknown or broken fields fall back."""
     if not isinstance(raw, dict):
         return Status()
-    reach = _condition(raw, "ClusterReachable")
+    reach = condition(raw, "ClusterReachable")
     return Status(
         phase=_enum(Phase, raw.get("phase"), Phase.PENDING),
         reason=_enum(Reason, raw.get("reason"), Reason.NONE),
@@ -76,9 +76,9 @@ def from_raw(raw: object) -> Status:
         completion_time=_optional_text(raw.get("completionTime")),
         logs_pod=_optional_text(raw.get("logsPod")),
         cluster=_cluster(raw.get("cluster")),
-        reachable={"True": True, "False": False}.get((reach or {}).get("status", "")),
-        reachability_reason=_text((reach or {}).get("reason")),
-        reachability_message=_text((reach or {}).get("message")),
+        reachable={"True": True, "False": False}.get(_text(reach.get("status"))),
+        reachability_reason=_text(reach.get("reason")),
+        reachability_message=_text(reach.get("message")),
     )
 
 
@@ -171,11 +171,12 @@ def _stamp(
     return {**condition, "lastTransitionTime": when if isinstance(when, str) else now}
 
 
-def _condition(raw: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for item in _list(raw.get("conditions")):
+def condition(raw: object, kind: str) -> Mapping[str, Any]:
+    """The stored status's first condition of that type, or an empty mapping."""
+    for item in _list(raw.get("conditions") if isinstance(raw, dict) else None):
         if isinstance(item, dict) and item.get("type") == kind:
             return item
-    return None
+    return {}
 
 
 def _cluster(raw: object) -> ClusterRef | None:

@@ -261,6 +261,8 @@ def test_printer_columns_read_rendered_fields() -> None:
         pytest.param({"exitCode": "3"}, Status(), id="exit-code-text"),
         pytest.param({"submitTime": ""}, Status(), id="empty-time"),
         pytest.param({"jobIDs": ["1", 2, None]}, Status(job_ids=("1", "2")), id="mixed-ids"),
+        pytest.param({"conditions": [{"type": "ClusterReachable", "status": ["True"],
+                                      "reason": 7}]}, Status(), id="reachability-not-text"),
     ],
 )
 def test_from_raw_falls_back_on_broken_fields(raw: object, expected: Status) -> None:
