@@ -341,16 +341,16 @@ class Hooks:
         self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime,
         *, done: bool,
     ) -> dict[str, Any]:
-        answer = self._answer(req, target, new, now)
+        answer = self._answer(req, target, new, now, finalized=done, resync=0 if done else 3.0)
         if done:
             metrics.record_phase(req.uid, None)
-        answer["finalized"] = done
-        answer["resyncAfterSeconds"] = 0 if done else 3.0
         return answer
 
     def _answer(
-        self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime
+        self, req: HookRequest, target: Work | None, new: Status, now: datetime.datetime,
+        *, finalized: bool | None = None, resync: float | None = None,
     ) -> dict[str, Any]:
+        """The complete answer; a finalize call fixes ``finalized`` and its own resync."""
         pods = self._children(req, target, new)
         logs_pod = pods[0]["metadata"]["name"] if pods else None
         if new.logs_pod != logs_pod:
@@ -360,14 +360,16 @@ class Hooks:
             new, previous=previous, now=response.format_time(now),
             generation=req.generation if req.shape == "decorator" else None,
         )
-        spec = target.spec if target else None
-        next_due = spec is not None and new.finished and lifecycle.plan(
-            new, generation=req.generation, backoff_limit=spec.backoff_limit
-        ).step is Step.SUBMIT
-        resync = response.resync_after(new, previous=previous, uid=req.uid, now=now,
-                                       next_attempt_due=next_due)
+        if resync is None:
+            spec = target.spec if target else None
+            next_due = spec is not None and new.finished and lifecycle.plan(
+                new, generation=req.generation, backoff_limit=spec.backoff_limit
+            ).step is Step.SUBMIT
+            resync = response.resync_after(new, previous=previous, uid=req.uid, now=now,
+                                           next_attempt_due=next_due)
         metrics.record_phase(req.uid, str(new.phase))
-        return response.envelope(req.shape, status=raw, children=pods, resync=resync)
+        return response.envelope(req.shape, status=raw, children=pods, resync=resync,
+                                 finalized=finalized)
 
     def _children(
         self, req: HookRequest, target: Work | None, new: Status

@@ -424,6 +424,7 @@ def test_finalize_with_skip_cancel_finishes_at_once() -> None:
     sessions = NoCluster()
     code, body, text = post(client(sessions), "/finalize", request)
     assert (code, body["finalized"]) == (200, True)
+    assert "resyncAfterSeconds" not in body  # as every finished finalize answers
     assert sessions.opened == []
     assert_clean(text, request)
 
@@ -441,7 +442,9 @@ def test_finalize_with_an_unreachable_cluster(now: datetime.datetime, finalized:
     code, body, text = post(client(Unreachable(), now=now), "/finalize", request)
     assert (code, body["finalized"]) == (200, finalized)
     assert body["status"]["phase"] == "Running"
-    if not finalized:
+    if finalized:
+        assert "resyncAfterSeconds" not in body
+    else:
         assert condition(body, "ClusterReachable")["status"] == "False"
         assert body["resyncAfterSeconds"] > 0
     assert_clean(text, request)
