@@ -93,7 +93,9 @@ class SlurmBackend:
     def active_jobs(self, conn: Remote, uid: str, *, timeout: float) -> Sequence[str]:
         prefix = f"{NAME_PREFIX}{uid}-"
         queued = _squeue(conn, timeout, lambda name: name.startswith(prefix))
-        return sorted({r.task_id for records in queued.values() for r in records if _active(r)})
+        # One id per job: scancel of an array's id cancels all its tasks, however many.
+        return sorted({self.job_id(r.task_id)
+                       for records in queued.values() for r in records if _active(r)})
 
     def cancel(self, conn: Remote, job_ids: Sequence[str], *, timeout: float) -> None:
         if job_ids:

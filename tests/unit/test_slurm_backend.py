@@ -227,7 +227,7 @@ def test_query_raises_when_the_scheduler_does_not_answer(squeue: Completed) -> N
         query(FakeConnection(squeue), f"{UID}-1", "4242")
 
 
-def test_active_jobs_lists_only_this_batchjobs_active_tasks() -> None:
+def test_active_jobs_lists_only_this_batchjobs_active_jobs_once_each() -> None:
     text = (
         line("10", f"hpcb-{UID}-1", "COMPLETED")
         + line("11_0", f"hpcb-{UID}-2", "RUNNING")
@@ -236,4 +236,4 @@ def test_active_jobs_lists_only_this_batchjobs_active_tasks() -> None:
     )
     active = SlurmBackend().active_jobs(FakeConnection(completed(text)),  # type: ignore[arg-type]
                                         UID, timeout=5)
-    assert list(active) == ["11_0", "11_1"]
+    assert list(active) == ["11"]  # the array, for both its active tasks
