@@ -28,7 +28,7 @@ lint: $(VENV)/.dev
 
 unit: $(VENV)/.dev
 	$(VENV)/bin/pytest -q tests/unit tests/static
-	$(VENV)/bin/pytest -q --doctest-modules hooks/core
+	$(VENV)/bin/pytest -q --doctest-modules hooks/core hooks/schedulers
 
 demo: $(VENV)/.dev
 	@bash tests/demo.sh

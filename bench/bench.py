@@ -37,6 +37,7 @@ import requests
 
 from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
+from hooks.deadline import Deadline
 from hooks.ssh import errors as ssh_errors
 from hooks.ssh.client import Target, connect
 from tests.driver import Driver, wait_serving
@@ -134,14 +135,15 @@ def baseline_round(cluster: Cluster, job_ids: list[str], concurrency: int) -> tu
     def one(job_id: str) -> int:
         for attempt in range(1, 6):
             try:
-                conn = connect(target, credentials, timeout=30)
+                conn = connect(target, credentials, deadline=Deadline.after(30))
                 break
             except ssh_errors.ClusterUnreachable:
                 if attempt == 5:
                     raise
                 time.sleep(0.05)
         try:
-            conn.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%T|%r"], timeout=30)
+            conn.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i|%T|%r"],
+                     deadline=Deadline.after(30))
         finally:
             conn.close()
         return attempt

@@ -1,8 +1,8 @@
 """The Flask app: POST /customize, /sync, /finalize, GET /healthz and /metrics (gunicorn).
 
-Views only translate HTTP: parse the JSON body, hand it to ``hooks.service.Hooks``, answer
-JSON. A malformed request gets a JSON 400; an unexpected error a JSON 500 whose traceback goes
-to the server log only.
+Views only translate HTTP: parse the JSON body, hand it to the ``hooks.executor.Executor``
+of the app's ``Runtime``, answer JSON. A malformed request gets a JSON 400; an unexpected error
+a JSON 500 whose traceback goes to the server log only.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from flask.json.provider import JSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
-from hooks import metrics
 from hooks.core.request import BadHookRequest
-from hooks.service import Hooks
+from hooks.executor import Executor
+from hooks.runtime import Runtime
 from hooks.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,12 @@ class FastJSON(JSONProvider):
         return Response(body, mimetype="application/json")
 
 
-def create_app(settings: Settings | None = None, *, hooks: Hooks | None = None) -> Flask:
+def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> Flask:
     """Build the app; gunicorn calls ``hooks.app:create_app()``."""
     app = Flask(__name__)
     app.json = FastJSON(app)
-    app.extensions["hpcbridge"] = hooks or Hooks(settings or Settings.from_env(os.environ))
+    runtime = runtime or Runtime.build(settings or Settings.from_env(os.environ))
+    app.extensions["hpcbridge"] = Executor(runtime)
     app.register_blueprint(bp)
     app.register_error_handler(BadHookRequest, _bad_request)
     app.register_error_handler(HTTPException, _http_error)
@@ -55,9 +56,9 @@ def create_app(settings: Settings | None = None, *, hooks: Hooks | None = None) 
     return app
 
 
-def _hooks() -> Hooks:
-    hooks: Hooks = current_app.extensions["hpcbridge"]
-    return hooks
+def _executor() -> Executor:
+    executor: Executor = current_app.extensions["hpcbridge"]
+    return executor
 
 
 def _body() -> Any:
@@ -69,13 +70,13 @@ def _body() -> Any:
 
 @bp.post("/customize")
 def customize() -> Response:
-    return jsonify(_hooks().customize(_body()))
+    return jsonify(_executor().customize(_body()))
 
 
 @bp.post("/sync")
 @bp.post("/finalize")
 def sync() -> Response:
-    return jsonify(_hooks().sync(_body()))
+    return jsonify(_executor().sync(_body()))
 
 
 @bp.get("/healthz")
@@ -85,7 +86,8 @@ def healthz() -> Response:
 
 @bp.get("/metrics")
 def metrics_page() -> Response:
-    return Response(prometheus_client.generate_latest(), mimetype=CONTENT_TYPE_LATEST)
+    registry = _executor().runtime.metrics.registry
+    return Response(prometheus_client.generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
 
 
 @bp.before_app_request
@@ -97,7 +99,8 @@ def _start_clock() -> None:
 def _count(response: Response) -> Response:
     path = request.path
     if path in HOOK_PATHS:
-        metrics.hook_answered(path[1:], response.status_code, time.perf_counter() - g.started)
+        _executor().runtime.metrics.hook_answered(path[1:], response.status_code,
+                                                  time.perf_counter() - g.started)
     return response
 
 

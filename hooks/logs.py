@@ -15,10 +15,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hooks import backends
 from hooks.core.aggregate import task_order
 from hooks.core.model import JobRef
 from hooks.core.secret import Credentials
+from hooks.deadline import Deadline
+from hooks.schedulers import REGISTRY
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target, connect
 
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         credentials = read_secret(Path(args.secret_dir))
         target = Target(args.host, args.port, args.insecure_skip_host_key_check)
-        conn = connect(target, credentials, timeout=30)
+        conn = connect(target, credentials, deadline=Deadline.after(30))
     except (OSError, errors.SSHError) as err:
         print(f"hpcbridge: cannot log in to {args.host}: {_why(err)}", file=sys.stderr)
         return 1
@@ -54,12 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def follow(conn: Connection, printer: Printer, args: argparse.Namespace) -> int:
     """Print output as it grows until the scheduler reports every task finished."""
-    backend = backends.for_name(args.backend)
-    ref = JobRef(args.key, backend.job_id(args.job_id[0]) if args.job_id else None,
+    scheduler = REGISTRY[args.backend]
+    ref = JobRef(args.key, scheduler.job_id(args.job_id[0]) if args.job_id else None,
                  tuple(args.job_id))
     while True:
-        tasks = backend.query(conn, [ref], timeout=TIMEOUT).get(args.key, ())
-        done = bool(tasks) and not any(task.outcome.active for task in tasks)
+        found = scheduler.query(conn, [ref], deadline=Deadline.after(TIMEOUT))
+        tasks = found.get(args.key, ())
+        done = bool(tasks) and not any(task.outcome.is_active for task in tasks)
         if not printer.print_new() and done:
             return 1
         if done:
@@ -79,7 +81,7 @@ class Printer:
     def print_new(self) -> bool:
         """Print what is new in every file; False when the directory does not exist."""
         listing = self.conn.run(["sh", "-c", LIST, "hpcbridge-logs", self.remote_dir],
-                                timeout=TIMEOUT)
+                                deadline=Deadline.after(TIMEOUT))
         if listing.exit_status == 3:
             print(f"hpcbridge: no output directory ~/{self.remote_dir} on the cluster",
                   file=sys.stderr)
@@ -106,7 +108,7 @@ class Printer:
             ["sh", "-c", 'exec tail -c "+$2" -- "$HOME/$1"', "hpcbridge-logs", path,
              str(offset + 1)],
             _write,
-            timeout=TIMEOUT,
+            deadline=Deadline.after(TIMEOUT),
         )
         sys.stdout.buffer.flush()
 
@@ -142,7 +144,7 @@ def _why(err: Exception) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hooks.logs", description=__doc__)
-    parser.add_argument("--backend", required=True, choices=["slurm", "htcondor"])
+    parser.add_argument("--backend", required=True, choices=sorted(REGISTRY))
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=22)
     parser.add_argument("--remote-dir", required=True, help="attempt directory below ~")

@@ -1,62 +1,34 @@
 """Prometheus metrics of the hook server, served at ``GET /metrics``.
 
 What a platform engineer watches: hook calls and their latency by outcome, every remote
-command by cluster and verb with its latency, the status cache's hits and misses, SSH
-connects, and the BatchJobs this server last saw in each phase.
+command by cluster and verb with its latency, submissions by outcome, the status cache's hits
+and misses, SSH connects, and finalize calls that gave up. One ``Metrics`` object per server
+owns its collectors in its own registry (with the process and Python collectors), so that the
+label sets it can create are the ones listed here and nothing else.
 """
 
 from __future__ import annotations
 
-import threading
+import platform
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
-HOOK_REQUESTS = Counter("hpcbridge_hook_requests_total", "Hook calls answered",
-                        ["hook", "outcome"])
-HOOK_LATENCY = Histogram("hpcbridge_hook_duration_seconds", "Hook call latency", ["hook"],
-                         buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
-                                  30))
-REMOTE_COMMANDS = Counter("hpcbridge_remote_commands_total", "Commands run on clusters",
-                          ["cluster", "verb", "outcome"])
-REMOTE_LATENCY = Histogram("hpcbridge_remote_command_duration_seconds",
-                           "Remote command latency", ["cluster", "verb"],
-                           buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
-CACHE = Counter("hpcbridge_status_cache_total", "Status lookups by result",
-                ["result"])
-SSH_CONNECTS = Counter("hpcbridge_ssh_connects_total", "SSH connections opened",
-                       ["cluster", "outcome"])
-FINALIZE_GAVE_UP = Counter("hpcbridge_finalize_gave_up_total",
-                           "Deletions finished without reaching the cluster")
-JOBS = Gauge("hpcbridge_batchjobs", "BatchJobs by phase, as this server last answered",
-             ["phase"])
-
-_phases: dict[str, str] = {}
-_phases_lock = threading.Lock()
-
-# Every series a hook call or a cache lookup can touch exists from the start (at 0), so that
-# rates over them are defined before the first event; the bound children also spare each call
-# the label lookup.
-_hook_requests = {(hook, outcome): HOOK_REQUESTS.labels(hook, outcome)
-                  for hook in ("customize", "sync", "finalize")
-                  for outcome in ("ok", "bad_request", "error")}
-_hook_latency = {hook: HOOK_LATENCY.labels(hook) for hook in ("customize", "sync", "finalize")}
-_cache_results = {result: CACHE.labels(result) for result in ("hit", "miss", "wait", "single")}
-
-
-def hook_answered(hook: str, status_code: int, seconds: float) -> None:
-    """Count one answered hook call (``hook`` is customize, sync or finalize)."""
-    outcome = {200: "ok", 400: "bad_request"}.get(status_code, "error")
-    _hook_requests[hook, outcome].inc()
-    _hook_latency[hook].observe(seconds)
-
-
-def cache_lookup(result: str) -> None:
-    """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one) or single
-    (asked for its attempt alone)."""
-    _cache_results[result].inc()
+HOOKS = ("customize", "sync", "finalize")
+HOOK_OUTCOMES = ("ok", "bad_request", "error")
+CACHE_RESULTS = ("hit", "miss", "wait", "single")
+SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
+VERSION = "0.1.0"
 
 
 def verb(argv: Sequence[str]) -> str:
@@ -75,27 +47,73 @@ def verb(argv: Sequence[str]) -> str:
     return words[0] if words else "?"
 
 
-@contextmanager
-def remote_command(cluster: str, argv: Sequence[str]) -> Iterator[None]:
-    name = verb(argv)
-    started = time.perf_counter()
-    outcome = "error"
-    try:
-        yield
-        outcome = "ok"
-    finally:
-        REMOTE_LATENCY.labels(cluster, name).observe(time.perf_counter() - started)
-        REMOTE_COMMANDS.labels(cluster, name, outcome).inc()
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry()
+        for collector in (ProcessCollector, PlatformCollector, GCCollector):
+            collector(registry=registry)
+        self._hook_requests = Counter("hpcbridge_hook_requests_total", "Hook calls answered",
+                                      ["hook", "outcome"], registry=registry)
+        self._hook_latency = Histogram(
+            "hpcbridge_hook_duration_seconds", "Hook call latency", ["hook"], registry=registry,
+            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self._remote_commands = Counter("hpcbridge_remote_commands_total",
+                                        "Commands run on clusters",
+                                        ["cluster", "verb", "outcome"], registry=registry)
+        self._remote_latency = Histogram(
+            "hpcbridge_remote_command_duration_seconds", "Remote command latency",
+            ["cluster", "verb"], registry=registry,
+            buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        cache = Counter("hpcbridge_status_cache_total", "Status lookups by result", ["result"],
+                        registry=registry)
+        self._connects = Counter("hpcbridge_ssh_connects_total", "SSH connections opened",
+                                 ["cluster", "outcome"], registry=registry)
+        self._gave_up = Counter("hpcbridge_finalize_gave_up_total",
+                                "Deletions finished without reaching the cluster",
+                                registry=registry)
+        submissions = Counter("hpcbridge_submissions_total",
+                              "Guarded submissions by the guard's answer", ["outcome"],
+                              registry=registry)
+        Gauge("hpcbridge_build_info", "The hook server's version", ["version", "python"],
+              registry=registry).labels(VERSION, platform.python_version()).set(1)
+        # Every series a hook call, a cache lookup or a submission can touch exists from the
+        # start (at 0), so that rates over them are defined before the first event; the bound
+        # children also spare each call the label lookup.
+        self._hooks = {(hook, outcome): self._hook_requests.labels(hook, outcome)
+                       for hook in HOOKS for outcome in HOOK_OUTCOMES}
+        self._latency = {hook: self._hook_latency.labels(hook) for hook in HOOKS}
+        self._cache = {result: cache.labels(result) for result in CACHE_RESULTS}
+        self._submissions = {outcome: submissions.labels(outcome) for outcome in SUBMIT_OUTCOMES}
 
+    def hook_answered(self, hook: str, status_code: int, seconds: float) -> None:
+        """Count one answered hook call (``hook`` is customize, sync or finalize)."""
+        outcome = {200: "ok", 400: "bad_request"}.get(status_code, "error")
+        self._hooks[hook, outcome].inc()
+        self._latency[hook].observe(seconds)
 
-def record_phase(uid: str, phase: str | None) -> None:
-    """Track the phase this server last answered for a BatchJob; None forgets it."""
-    with _phases_lock:
-        old = _phases.pop(uid, None)
-        if phase is not None:
-            _phases[uid] = phase
-        if old != phase:
-            if old is not None:
-                JOBS.labels(old).dec()
-            if phase is not None:
-                JOBS.labels(phase).inc()
+    def cache_lookup(self, result: str) -> None:
+        """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one) or
+        single (asked for its attempt alone)."""
+        self._cache[result].inc()
+
+    def submission(self, outcome: str) -> None:
+        """Count one guarded submission by the guard's answer."""
+        self._submissions[outcome].inc()
+
+    def ssh_connect(self, cluster: str, *, ok: bool) -> None:
+        self._connects.labels(cluster, "ok" if ok else "failed").inc()
+
+    def finalize_gave_up(self) -> None:
+        self._gave_up.inc()
+
+    @contextmanager
+    def remote_command(self, cluster: str, argv: Sequence[str]) -> Iterator[None]:
+        name = verb(argv)
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            yield
+            outcome = "ok"
+        finally:
+            self._remote_latency.labels(cluster, name).observe(time.perf_counter() - started)
+            self._remote_commands.labels(cluster, name, outcome).inc()

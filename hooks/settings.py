@@ -1,9 +1,18 @@
-"""Hook-server settings, read once from the environment by the app factory."""
+"""Hook-server settings, read once from the environment by the app factory, and checked.
+
+Some settings bound others: a submission guard with no job id is taken over after
+``HPCBRIDGE_GUARD_STALE`` seconds, so that must exceed the longest a remote command can run
+(``HPCBRIDGE_COMMAND_TIMEOUT`` plus the SSH layer's ``OVERRUN``), or a second sync would take
+over a submission that is still running and submit the job twice. ``Settings`` refuses such
+combinations with a message naming the settings.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+
+from hooks.ssh.client import OVERRUN
 
 ENVIRONMENT = {
     "log_image": ("HPCBRIDGE_LOG_IMAGE", "image of the log Pods (the product's own image)"),
@@ -16,6 +25,10 @@ ENVIRONMENT = {
         "HPCBRIDGE_COMMAND_TIMEOUT",
         "seconds one remote command may run; it is killed on the cluster too",
     ),
+    "sync_budget": (
+        "HPCBRIDGE_SYNC_BUDGET",
+        "seconds one hook call may spend on the cluster; keep it below the 30 s hook timeout",
+    ),
     "status_ttl": (
         "HPCBRIDGE_STATUS_TTL",
         "seconds a batched scheduler answer is shared by the syncs of one cluster",
@@ -24,9 +37,13 @@ ENVIRONMENT = {
         "HPCBRIDGE_MAX_CHANNELS",
         "concurrent commands per SSH connection; keep it below sshd's MaxSessions (10)",
     ),
-    "sync_budget": (
-        "HPCBRIDGE_SYNC_BUDGET",
-        "seconds one hook call may spend on the cluster; keep it below the 30 s hook timeout",
+    "guard_stale": (
+        "HPCBRIDGE_GUARD_STALE",
+        "seconds after which a submission guard without a job id is taken over",
+    ),
+    "idle_seconds": (
+        "HPCBRIDGE_IDLE_SECONDS",
+        "seconds after which unused SSH connections and shared status are dropped",
     ),
 }
 
@@ -40,6 +57,23 @@ class Settings:
     sync_budget: float = 25.0
     status_ttl: float = 5.0
     max_channels: int = 8
+    guard_stale: int = 120
+    idle_seconds: float = 600.0
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if not isinstance(value, str) and value <= 0:
+                raise ValueError(f"{ENVIRONMENT[spec.name][0]} must be positive, not {value}")
+        if self.command_timeout + OVERRUN >= self.guard_stale:
+            raise ValueError(
+                f"HPCBRIDGE_GUARD_STALE ({self.guard_stale} s) must exceed "
+                f"HPCBRIDGE_COMMAND_TIMEOUT ({self.command_timeout:g} s) plus the {OVERRUN} s "
+                "a command may overrun it, or a sync could take over a submission that is "
+                "still running")
+        if self.sync_budget < OVERRUN + 1:
+            raise ValueError(f"HPCBRIDGE_SYNC_BUDGET ({self.sync_budget:g} s) leaves no time "
+                             f"for a command, which may overrun its limit by {OVERRUN} s")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:

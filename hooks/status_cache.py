@@ -12,6 +12,10 @@ asked about yet (after a restart of the hook server, say). A caller whose attemp
 refresh under way (it arrived after the refresh began) waits for that refresh too, and asks for
 its attempt alone only if the listing did not show it, rather than wait for a second refresh.
 Attempts not looked up for ``forget`` seconds drop out of the batch.
+
+The cache opens its connection itself, through the opener the caller hands in (the pool's),
+only when it has to ask the cluster: a hit touches no connection, and a refresh in the
+background goes through the pool's handling of broken connections like any other command.
 """
 
 from __future__ import annotations
@@ -19,14 +23,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from hooks import metrics
-from hooks.backends.base import Backend
 from hooks.core.model import JobRef, TaskState
+from hooks.deadline import Deadline, DeadlineExceeded
+from hooks.metrics import Metrics
 from hooks.ssh.client import Remote
 
 Clock = Callable[[], float]
+Opener = Callable[[Deadline], AbstractContextManager[Remote]]
+"""Opens the cluster's shared connection for one query (``Pool.open`` with the target and
+credentials bound)."""
+
+
+class Scheduler(Protocol):
+    """What the cache needs of a scheduler (``hooks.schedulers.base.Scheduler`` has it)."""
+
+    name: str
+
+    def job_id(self, task_id: str) -> str: ...
+
+    def query(
+        self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+        whole_queue: bool = True,
+    ) -> Mapping[str, Sequence[TaskState]]: ...
 REFRESH_AHEAD = 0.6
 """Fraction of the TTL after which a hit also starts a refresh in the background, so that the
 syncs of a busy cluster rarely wait for one."""
@@ -50,7 +72,7 @@ class _Entry:
     taken_at: float = float("-inf")
     refresh: _Refresh | None = None
 
-    def answer(self, backend: Backend, ref: JobRef) -> Sequence[TaskState] | None:
+    def answer(self, scheduler: Scheduler, ref: JobRef) -> Sequence[TaskState] | None:
         """The snapshot's answer for ``ref``, if it has one it can stand behind.
 
         An attempt that was only listed is served while every task of its recorded job is
@@ -60,71 +82,75 @@ class _Entry:
         tasks = self.snapshot.get(ref.key)
         if tasks is None or ref.key in self.asked:
             return tasks
-        mine = [t for t in tasks if not ref.job_id or backend.job_id(t.task_id) == ref.job_id]
-        return mine if mine and all(t.outcome.active for t in mine) else None
+        mine = [t for t in tasks if not ref.job_id or scheduler.job_id(t.task_id) == ref.job_id]
+        return mine if mine and all(t.outcome.is_active for t in mine) else None
 
 
 class StatusCache:
-    def __init__(self, *, ttl: float = 5.0, forget: float = 600.0,
+    def __init__(self, metrics: Metrics, *, ttl: float = 5.0, forget: float = 600.0,
                  clock: Clock = time.monotonic) -> None:
         self.ttl = ttl
         self.forget = forget
         self.clock = clock
+        self._metrics = metrics
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
 
     def lookup(
-        self, pool_key: str, backend: Backend, conn: Remote, ref: JobRef, *, timeout: float
+        self, pool_key: str, scheduler: Scheduler, opener: Opener, ref: JobRef, *,
+        deadline: Deadline,
     ) -> Sequence[TaskState]:
         """The attempt's tasks as of at most ``ttl`` seconds ago."""
         with self._lock:
-            entry = self._entries.setdefault(f"{backend.name}:{pool_key}", _Entry())
+            entry = self._entries.setdefault(f"{scheduler.name}:{pool_key}", _Entry())
             now = self.clock()
             entry.tracked[ref.key] = (ref, now)
             age = now - entry.taken_at
-            answer = entry.answer(backend, ref) if age < self.ttl else None
+            answer = entry.answer(scheduler, ref) if age < self.ttl else None
             if answer is not None:
-                metrics.cache_lookup("hit")
+                self._metrics.cache_lookup("hit")
                 if age > self.ttl * REFRESH_AHEAD and entry.refresh is None:
                     ahead = entry.refresh = self._start(entry, now)
                     threading.Thread(target=self._refresh, daemon=True,
-                                     args=(entry, ahead, backend, conn, timeout)).start()
+                                     args=(entry, ahead, scheduler, opener, deadline)).start()
                 return answer
             refresh = entry.refresh
             leader = refresh is None
             if refresh is None:
                 refresh = entry.refresh = self._start(entry, now)
         if leader:
-            return self._lead(entry, refresh, backend, conn, ref, timeout)
+            return self._lead(entry, refresh, scheduler, opener, ref, deadline)
         if ref.key in refresh.keys:
-            metrics.cache_lookup("wait")
-            refresh.done.wait(timeout)
+            self._metrics.cache_lookup("wait")
+            finished = refresh.done.wait(deadline.left())
             with self._lock:
-                if refresh.error is not None or ref.key not in entry.snapshot:
-                    raise refresh.error or TimeoutError("the shared status refresh did not finish")
+                if refresh.error is not None:
+                    raise refresh.error
+                if not finished or ref.key not in entry.snapshot:
+                    raise DeadlineExceeded("the shared status refresh did not finish")
                 return entry.snapshot[ref.key]
         # Not in the refresh under way: its listing may still show the attempt. Half the time
         # is kept for asking about the attempt alone if it does not.
-        started = time.monotonic()
-        if refresh.done.wait(timeout / 2) and refresh.error is None:
+        if refresh.done.wait(deadline.left() / 2) and refresh.error is None:
             with self._lock:
-                answer = entry.answer(backend, ref)
+                answer = entry.answer(scheduler, ref)
             if answer is not None:
-                metrics.cache_lookup("wait")
+                self._metrics.cache_lookup("wait")
                 return answer
-        metrics.cache_lookup("single")
-        left = timeout - (time.monotonic() - started)
-        return backend.query(conn, [ref], timeout=left, whole_queue=False).get(ref.key, ())
+        self._metrics.cache_lookup("single")
+        with opener(deadline) as conn:
+            found = scheduler.query(conn, [ref], deadline=deadline, whole_queue=False)
+        return found.get(ref.key, ())
 
-    def track(self, pool_key: str, backend: Backend, ref: JobRef) -> None:
+    def track(self, pool_key: str, scheduler: Scheduler, ref: JobRef) -> None:
         """Include an attempt in the next refresh (it was just submitted)."""
         with self._lock:
-            entry = self._entries.setdefault(f"{backend.name}:{pool_key}", _Entry())
+            entry = self._entries.setdefault(f"{scheduler.name}:{pool_key}", _Entry())
             entry.tracked[ref.key] = (ref, self.clock())
 
-    def drop(self, pool_key: str, backend: Backend, key: str) -> None:
+    def drop(self, pool_key: str, scheduler: Scheduler, key: str) -> None:
         """Stop tracking an attempt (it finished, or its BatchJob is gone)."""
-        name = f"{backend.name}:{pool_key}"
+        name = f"{scheduler.name}:{pool_key}"
         with self._lock:
             entry = self._entries.get(name)
             if entry is not None:
@@ -132,14 +158,27 @@ class StatusCache:
                 if not entry.tracked and entry.refresh is None:
                     del self._entries[name]
 
+    def evict_idle(self) -> int:
+        """Drop the clusters and credential sets whose attempts nobody looked up for
+        ``forget`` seconds (a rotated Secret's, say); how many were dropped."""
+        with self._lock:
+            return self._evict(None, self.clock())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _evict(self, keep: _Entry | None, now: float) -> int:
+        idle = [name for name, other in self._entries.items()
+                if other is not keep and other.refresh is None
+                and all(now - seen > self.forget for _, seen in other.tracked.values())]
+        for name in idle:
+            del self._entries[name]
+        return len(idle)
+
     def _start(self, entry: _Entry, now: float) -> _Refresh:
-        """A refresh of ``entry``'s attempts; attempts and pool keys (a rotated Secret's, say)
-        not looked up for ``forget`` seconds are dropped on the way."""
-        for name, other in list(self._entries.items()):
-            if other is not entry and other.refresh is None and all(
-                now - seen > self.forget for _, seen in other.tracked.values()
-            ):
-                del self._entries[name]
+        """A refresh of ``entry``'s attempts; attempts and pool keys not looked up for
+        ``forget`` seconds are dropped on the way."""
+        self._evict(entry, now)
         stale = [key for key, (_, seen) in entry.tracked.items() if now - seen > self.forget]
         for key in stale:
             del entry.tracked[key]
@@ -147,24 +186,26 @@ class StatusCache:
         return _Refresh(refs, frozenset(ref.key for ref in refs))
 
     def _lead(
-        self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, ref: JobRef,
-        timeout: float,
+        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        ref: JobRef, deadline: Deadline,
     ) -> Sequence[TaskState]:
-        metrics.cache_lookup("miss")
-        self._refresh(entry, refresh, backend, conn, timeout)
+        self._metrics.cache_lookup("miss")
+        self._refresh(entry, refresh, scheduler, opener, deadline)
         if refresh.error is not None:
             raise refresh.error
         with self._lock:
             return entry.snapshot[ref.key]
 
     def _refresh(
-        self, entry: _Entry, refresh: _Refresh, backend: Backend, conn: Remote, timeout: float
+        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        deadline: Deadline,
     ) -> None:
         """Run one batched query for the refresh's attempts and publish the snapshot."""
         started = self.clock()
         refs = refresh.refs
         try:
-            found = backend.query(conn, refs, timeout=timeout)
+            with opener(deadline) as conn:
+                found = scheduler.query(conn, refs, deadline=deadline)
         except Exception as err:  # handed to the waiters, who report it
             refresh.error = err
         else:

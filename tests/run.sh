@@ -11,11 +11,18 @@ fail() { printf 'FAILED: %s\n' "$*"; status=1; }
 
 step "ruff"
 "$bin/ruff" check hooks tests bench || fail "ruff"
+step "import contracts"
+"$bin/lint-imports" || fail "import contracts"
 step "mypy"
 "$bin/mypy" || fail "mypy"
+# --- the static tests' programs: promtool (Debian's prometheus) and kustomize, installed by
+# tests/tools.sh when missing and running as root (apt-get update only when needed).
+step "programs for the static tests"
+bash tests/tools.sh || fail "installing the static tests' programs (tests/tools.sh)"
+# ---
 step "unit and static tests"
 "$bin/pytest" -q -p no:cacheprovider tests/unit tests/static || fail "unit and static tests"
-"$bin/pytest" -q -p no:cacheprovider --doctest-modules hooks/core || fail "doctests"
+"$bin/pytest" -q -p no:cacheprovider --doctest-modules hooks/core hooks/schedulers || fail "doctests"
 
 if [ "$(id -u)" -ne 0 ]; then
   why="the real-cluster tests did not run: they need root (they install Debian packages, add the users hpcuser and submitter, and write /etc/slurm and /etc/munge), so run make test as root on a disposable machine"

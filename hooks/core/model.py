@@ -1,9 +1,11 @@
-"""Value types shared by the core: phases, reasons, task observations and job requests."""
+"""Value types shared by the core: phases, reasons, task observations, job requests and the
+scheduler's answer to a submission."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Phase(enum.StrEnum):
@@ -72,7 +74,8 @@ class Outcome(enum.StrEnum):
     UNKNOWN = "unknown"
 
     @property
-    def active(self) -> bool:
+    def is_active(self) -> bool:
+        """Pending or running: the task has not ended."""
         return self in (Outcome.PENDING, Outcome.RUNNING)
 
 
@@ -108,22 +111,6 @@ class ClusterRef:
 
 
 @dataclass(frozen=True, slots=True)
-class SlurmOptions:
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    array: str | None = None
-    array_tasks: tuple[int, ...] = ()
-    extra_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class HTCondorOptions:
-    queue: int = 1
-    submit_options: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Spec:
     """A validated BatchJob spec."""
 
@@ -131,8 +118,8 @@ class Spec:
     cluster: ClusterRef
     script: str
     resources: Resources = field(default_factory=Resources)
-    slurm: SlurmOptions = field(default_factory=SlurmOptions)
-    htcondor: HTCondorOptions = field(default_factory=HTCondorOptions)
+    options: Any = None
+    """The scheduler's own block (``spec.slurm``, ``spec.htcondor``), as its package parsed it."""
     logs_pod: bool = True
     logs_follow: bool = False
     backoff_limit: int = 0
@@ -152,6 +139,9 @@ class JobRequest:
     uid: str
     attempt: int
     spec: Spec
+    guard_stale: int
+    """Seconds after which a submission guard without a job id is taken over
+    (``HPCBRIDGE_GUARD_STALE``)."""
 
     @property
     def key(self) -> str:
@@ -176,3 +166,26 @@ class JobRef:
     key: str
     job_id: str | None
     expected_tasks: tuple[str, ...] = ()
+
+
+class SubmitAnswer(enum.StrEnum):
+    """The guarded submission's answer (``hooks.schedulers.guard``)."""
+
+    SUBMITTED = "submitted"
+    EXISTING = "existing"
+    """The attempt had a job already; its id is answered again."""
+    IN_FLIGHT = "inflight"
+    REFUSED = "refused"
+    TRANSIENT = "transient"
+    """The scheduler could not be asked; whether the job got in is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    answer: SubmitAnswer
+    job_id: str = ""
+    message: str = ""
+
+
+class SchedulerError(Exception):
+    """The scheduler did not answer (e.g. slurmctld down); transient, the cluster is reachable."""

@@ -2,17 +2,25 @@
 
 CompositeController hooks send ``parent``/``children``; DecoratorController hooks send
 ``object``/``attachments``. Hook version v1 keys children and related objects by bare name,
-v2 by ``namespace/name``. Both arrive here and leave as one ``HookRequest``.
+v2 by ``namespace/name``. Both arrive here and leave as one ``Call``: the parent's identity, the
+spec read once, the previous status, the Secrets, the observed log Pod and the clock.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hooks.core import children, status
+from hooks.core.scheduler import Rules
+from hooks.core.spec import ParsedSpec, parse
+from hooks.core.status import Status
+
 POD_GROUP = "Pod.v1"
 SECRET_GROUP = "Secret.v1"
+Shape = Literal["composite", "decorator"]
 
 
 class BadHookRequest(ValueError):
@@ -20,61 +28,86 @@ class BadHookRequest(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class HookRequest:
-    shape: Literal["composite", "decorator"]
-    parent: Mapping[str, Any]
-    pods: Mapping[str, Mapping[str, Any]]
-    secrets: Mapping[str, Mapping[str, Any]]
+class Policy:
+    """The hook server's settings that decisions depend on."""
+
+    log_image: str
+    finalize_grace: float
+    guard_stale: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One sync or finalize call, parsed once."""
+
+    shape: Shape
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    annotations: Mapping[str, Any]
+    deletion_timestamp: object
     finalizing: bool
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        metadata: Mapping[str, Any] = self.parent["metadata"]
-        return metadata
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata["name"])
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata["namespace"])
-
-    @property
-    def uid(self) -> str:
-        return str(self.metadata["uid"])
-
-    @property
-    def generation(self) -> int:
-        return int(self.metadata.get("generation") or 1)
+    parsed: ParsedSpec
+    previous: Status
+    previous_raw: Mapping[str, Any]
+    secrets: Mapping[str, Mapping[str, Any]]
+    log_pod: Mapping[str, Any] | None
+    now: datetime.datetime
+    rules: Rules
+    policy: Policy
 
 
-def parse_sync(body: object) -> HookRequest:
+def parse_call(
+    body: object, *, rules: Rules, policy: Policy, now: datetime.datetime
+) -> Call:
     """Parse a sync or finalize request of either controller shape. Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
-    shape: Literal["composite", "decorator"] = "decorator" if "object" in body else "composite"
+    shape: Shape = "decorator" if "object" in body else "composite"
     parent = _parent(body, "object" if shape == "decorator" else "parent")
-    namespace = str(parent["metadata"]["namespace"])
-    children = body.get("attachments" if shape == "decorator" else "children") or {}
-    related = body.get("related") or {}
+    metadata = parent["metadata"]
+    namespace = metadata["namespace"]
     finalizing = body.get("finalizing", False)
     if not isinstance(finalizing, bool):
         raise BadHookRequest("'finalizing' must be true or false")
-    return HookRequest(
-        shape=shape,
-        parent=parent,
-        pods=_group(children, POD_GROUP, namespace),
-        secrets=_group(related, SECRET_GROUP, namespace),
+    annotations = metadata.get("annotations")
+    previous = parent.get("status") or {}
+    pods = _group(body.get("attachments" if shape == "decorator" else "children") or {},
+                  POD_GROUP, namespace)
+    return Call(
+        shape=shape, namespace=namespace, name=metadata["name"], uid=metadata["uid"],
+        generation=metadata.get("generation") or 1,
+        annotations=annotations if isinstance(annotations, dict) else {},
+        deletion_timestamp=metadata.get("deletionTimestamp"),
         finalizing=finalizing,
+        parsed=parse(parent.get("spec"), rules),
+        previous=status.from_raw(previous),
+        previous_raw=previous,
+        secrets=_group(body.get("related") or {}, SECRET_GROUP, namespace),
+        log_pod=pods.get(children.pod_name(metadata["name"])),
+        now=now, rules=rules, policy=policy,
     )
 
 
-def parse_customize(body: object) -> Mapping[str, Any]:
-    """The parent of a customize request. Pure: no I/O."""
+def customize(body: object) -> dict[str, Any]:
+    """The customize answer: the Secrets the spec names and the attempt was submitted with.
+    Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
-    return _parent(body, "parent")
+    parent = _parent(body, "parent")
+    spec = parent.get("spec") or {}
+    cluster = spec.get("cluster")
+    ref = cluster.get("secretRef") if isinstance(cluster, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    attempt = status.from_raw(parent.get("status")).cluster
+    names = [n for n in (name, attempt.secret_name if attempt else None)
+             if isinstance(n, str) and n]
+    if not names:
+        return {"relatedResources": []}
+    rule = {"apiVersion": "v1", "resource": "secrets",
+            "namespace": parent["metadata"]["namespace"], "names": sorted(set(names))}
+    return {"relatedResources": [rule]}
 
 
 def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:

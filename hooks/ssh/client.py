@@ -4,6 +4,10 @@ Host keys are checked against the Secret's known_hosts (fail closed); the socket
 TCP_NODELAY (without it each short command pays ~40 ms of Nagle delay); every command is an
 argv list joined with ``shlex.join`` here and nowhere else, runs under the remote ``timeout``
 so it dies with its deadline, and takes its input on stdin.
+
+Every command takes a ``Deadline``: the remote limit is what is left of it less ``OVERRUN``, the
+longest a command can outlive that limit (the remote kill grace plus a second for the answer),
+so a command never keeps its caller past the deadline it was given.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from typing import Protocol
 
 import paramiko
 
-from hooks import metrics
 from hooks.core.secret import Credentials
+from hooks.deadline import Deadline
 from hooks.ssh import errors
 
 MAX_OUTPUT = 64 * 1024 * 1024
 MAX_STDERR = 64 * 1024
 KILL_GRACE = 3
+OVERRUN = KILL_GRACE + 1
+"""Seconds a command can take past its remote limit before its caller has the answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +67,11 @@ class Remote(Protocol):
 
     target: Target
 
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed: ...
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed: ...
 
     def stream(
         self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
-        timeout: float,
+        deadline: Deadline,
     ) -> tuple[int, bytes]: ...
 
 
@@ -83,8 +89,8 @@ class Connection:
     def close(self) -> None:
         self._transport.close()
 
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
-        """Run ``argv`` remotely with ``stdin``; raise ``CommandTimeout`` after ``timeout`` s."""
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
+        """Run ``argv`` remotely with ``stdin``; raise ``CommandTimeout`` by the deadline."""
         out = bytearray()
 
         def keep(chunk: bytes) -> None:
@@ -92,24 +98,24 @@ class Connection:
             if len(out) > MAX_OUTPUT:
                 raise errors.ClusterUnreachable(self.target.host, "a command printed too much")
 
-        status, err = self.stream(argv, keep, stdin=stdin, timeout=timeout)
+        status, err = self.stream(argv, keep, stdin=stdin, deadline=deadline)
         return Completed(status, bytes(out), err)
 
     def stream(
         self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
-        timeout: float,
+        deadline: Deadline,
     ) -> tuple[int, bytes]:
         """Run ``argv``, handing stdout to ``sink`` as it arrives; the exit status and stderr."""
-        remote_limit = max(1, math.floor(timeout))
-        command = shlex.join(["timeout", "-k", str(KILL_GRACE), str(remote_limit), *argv])
-        deadline = time.monotonic() + remote_limit + KILL_GRACE + 1
         host = self.target.host
-        with metrics.remote_command(f"{host}:{self.target.port}", argv):
-            return self._exchange(command, argv, sink, stdin, deadline)
+        remote_limit = math.floor(deadline.left() - OVERRUN)
+        if remote_limit < 1:
+            raise errors.CommandTimeout(host, f"no time was left to run {argv[0]} on {host}")
+        command = shlex.join(["timeout", "-k", str(KILL_GRACE), str(remote_limit), *argv])
+        return self._exchange(command, argv, sink, stdin, deadline.within(remote_limit + OVERRUN))
 
     def _exchange(
         self, command: str, argv: Sequence[str], sink: Callable[[bytes], None], stdin: bytes,
-        deadline: float,
+        deadline: Deadline,
     ) -> tuple[int, bytes]:
         host = self.target.host
         channel = self._open_session(deadline)
@@ -131,7 +137,7 @@ class Connection:
                 channel.close()
 
 
-    def _open_session(self, deadline: float) -> paramiko.Channel:
+    def _open_session(self, deadline: Deadline) -> paramiko.Channel:
         """A new session channel. sshd counts a closed session against MaxSessions until it
         has cleaned it up, so a refusal right after other channels closed is retried while the
         connection itself is up. (paramiko keeps one saved exception per transport, so under
@@ -142,19 +148,20 @@ class Connection:
             try:
                 return self._transport.open_session(timeout=_left(deadline))
             except (paramiko.SSHException, OSError, EOFError) as err:
-                if not self._transport.is_active() or time.monotonic() + pause > deadline:
+                if not self._transport.is_active() or deadline.left() < pause:
                     raise errors.ClusterUnreachable(
                         host, f"{host} refused a new SSH session: {err}") from err
                 time.sleep(pause)
                 pause = min(pause * 2, 0.5)
 
 
-def _left(deadline: float) -> float:
-    return max(0.05, deadline - time.monotonic())
+def _left(deadline: Deadline) -> float:
+    """Seconds for one blocking socket call: what is left, but never zero (which blocks)."""
+    return max(0.05, deadline.left())
 
 
 def _collect(
-    channel: paramiko.Channel, sink: Callable[[bytes], None], deadline: float, host: str
+    channel: paramiko.Channel, sink: Callable[[bytes], None], deadline: Deadline, host: str
 ) -> tuple[int, bytes]:
     err = bytearray()
     while True:
@@ -165,20 +172,19 @@ def _collect(
             del err[:-MAX_STDERR]
         elif channel.exit_status_ready() and (channel.eof_received or channel.closed):
             return channel.recv_exit_status(), bytes(err)
-        elif time.monotonic() > deadline:
+        elif deadline.left() <= 0:
             raise errors.CommandTimeout(host, f"a command on {host} timed out")
         else:
             select.select([channel], [], [], min(0.2, _left(deadline)))
 
 
-def connect(target: Target, credentials: Credentials, *, timeout: float) -> Connection:
+def connect(target: Target, credentials: Credentials, *, deadline: Deadline) -> Connection:
     """Open and authenticate a connection; raise an ``errors.SSHError`` on any failure."""
-    deadline = time.monotonic() + timeout
     host = target.host
     pkey = load_key(credentials, host) if credentials.private_key else None
     known = None if target.insecure_skip_host_key_check else known_host_keys(credentials, target)
     try:
-        sock = socket.create_connection((host, target.port), timeout=timeout)
+        sock = socket.create_connection((host, target.port), timeout=_left(deadline))
     except OSError as err:
         raise errors.ClusterUnreachable(
             host, f"cannot reach {host} port {target.port}: {err.strerror or err}"
@@ -197,7 +203,7 @@ def connect(target: Target, credentials: Credentials, *, timeout: float) -> Conn
 
 def _handshake(
     transport: paramiko.Transport, target: Target, known: dict[str, paramiko.PKey] | None,
-    deadline: float,
+    deadline: Deadline,
 ) -> None:
     host = target.host
     if known:
@@ -223,7 +229,7 @@ def _handshake(
 
 def _authenticate(
     transport: paramiko.Transport, credentials: Credentials, pkey: paramiko.PKey | None,
-    host: str, deadline: float,
+    host: str, deadline: Deadline,
 ) -> None:
     transport.auth_timeout = _left(deadline)
     user = credentials.username

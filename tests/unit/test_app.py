@@ -20,15 +20,12 @@ import yaml
 from flask.testing import FlaskClient
 
 from hooks.app import create_app
-from hooks.service import Hooks
-from hooks.settings import Settings
 from hooks.ssh.client import Target
 from hooks.ssh.errors import ClusterUnreachable
+from tests.unit.conftest import IMAGE, NOW, FakePool, runtime
 
 REPO = Path(__file__).resolve().parents[2]
 REQUESTS = REPO / "examples" / "requests"
-NOW = datetime.datetime(2026, 11, 22, 10, 5, 0, tzinfo=datetime.UTC)
-IMAGE = "registry.example.org/hpcbridge:test"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -36,34 +33,29 @@ def load(name: str) -> dict[str, Any]:
     return body
 
 
-class NoCluster:
-    """Sessions for answers that must not touch the cluster."""
-
-    def __init__(self) -> None:
-        self.opened: list[Target] = []
+class NoCluster(FakePool):
+    """A pool for answers that must not touch the cluster."""
 
     @contextmanager
-    def open(self, target: Target, credentials: object, *, timeout: float) -> Iterator[None]:
-        self.opened.append(target)
+    def open(self, target: Target, credentials: object, *, deadline: object) -> Iterator[Any]:
+        self.hosts.append(target.host)
         raise AssertionError(f"the cluster {target.host} was contacted")
         yield  # pragma: no cover
 
 
-class Unreachable(NoCluster):
-    """Sessions for a cluster that does not answer."""
+class Unreachable(FakePool):
+    """A pool for a cluster that does not answer."""
 
     @contextmanager
-    def open(self, target: Target, credentials: object, *, timeout: float) -> Iterator[None]:
-        self.opened.append(target)
+    def open(self, target: Target, credentials: object, *, deadline: object) -> Iterator[Any]:
+        self.hosts.append(target.host)
         raise ClusterUnreachable(target.host, f"connection to {target.host} timed out")
         yield  # pragma: no cover
 
 
-def client(sessions: NoCluster, now: datetime.datetime = NOW) -> FlaskClient:
-    """An app whose Hooks open connections through ``sessions`` (a stand-in pool)."""
-    settings = Settings(log_image=IMAGE)
-    hooks = Hooks(settings, clock=lambda: now, pool=sessions)  # type: ignore[arg-type]
-    return create_app(settings, hooks=hooks).test_client()
+def client(pool: FakePool, now: datetime.datetime = NOW) -> FlaskClient:
+    """An app whose runtime opens connections through ``pool``."""
+    return create_app(runtime=runtime(pool, now=now)).test_client()
 
 
 def post(c: FlaskClient, path: str, body: Any) -> tuple[int, dict[str, Any], str]:
@@ -135,12 +127,8 @@ def test_malformed_request_is_a_json_400(path: str, data: str, content_type: str
 
 
 def test_unexpected_error_is_a_json_500_without_details() -> None:
-    class Exploding:
-        def sync(self, body: object) -> dict[str, Any]:
-            raise RuntimeError("password=hunter2 in a crash")
-
-    app = create_app(Settings(), hooks=Exploding())  # type: ignore[arg-type]
-    answer = app.test_client().post("/sync", json=load("sync-running"))
+    crash = RuntimeError("password=hunter2 in a crash")
+    answer = client(FakePool(error=crash)).post("/sync", json=load("sync-running"))
     text = answer.get_data(as_text=True)
     assert answer.status_code == 500
     assert answer.get_json()["error"] == "internal error"
@@ -242,7 +230,7 @@ def test_invalid_spec_fails_without_cluster_contact(
     assert condition(body, "Failed")["status"] == "True"
     assert body["children"] == []
     assert "resyncAfterSeconds" not in body
-    assert sessions.opened == []
+    assert sessions.hosts == []
     assert_clean(text, request_body)
     assert_declared(body["status"])
 
@@ -297,7 +285,7 @@ def test_missing_secret_waits_in_pending(request_body: dict[str, Any]) -> None:
     assert body["status"]["jobIDs"] == []
     assert body.get("children", body.get("attachments")) == []
     assert body["resyncAfterSeconds"] > 0
-    assert sessions.opened == []
+    assert sessions.hosts == []
     assert_clean(text, request_body)
     assert_declared(body["status"])
 
@@ -322,7 +310,7 @@ def test_invalid_secret_waits_in_pending(key: str, value: str | None, mentions: 
     assert code == 200
     assert (body["status"]["phase"], body["status"]["reason"]) == ("Pending", "InvalidSecret")
     assert mentions in body["status"]["message"]
-    assert sessions.opened == []
+    assert sessions.hosts == []
     assert_clean(text, request)
 
 
@@ -363,7 +351,7 @@ def test_unreachable_cluster_keeps_the_running_status_and_the_log_pod(follow: bo
         applied = request["children"]["Pod.v1"]["hello-logs"]["metadata"]["annotations"]
         assert pods[0] == json.loads(applied["metacontroller.k8s.io/last-applied-configuration"])
     assert 0 < body["resyncAfterSeconds"] <= 140
-    assert [t.host for t in sessions.opened] == ["login.hpc.example.org"]
+    assert sessions.hosts == ["login.hpc.example.org"]
     assert_clean(text, request)
     assert_declared(status)
 
@@ -403,7 +391,7 @@ def test_a_finished_batchjob_is_answered_without_the_cluster() -> None:
     assert (body["status"]["phase"], body["status"]["exitCode"]) == ("Succeeded", 0)
     assert [p["metadata"]["name"] for p in body["children"]] == ["hello-logs"]
     assert "resyncAfterSeconds" not in body
-    assert sessions.opened == []
+    assert sessions.hosts == []
 
 
 def test_an_active_attempt_is_tracked_where_it_was_submitted() -> None:
@@ -412,7 +400,7 @@ def test_an_active_attempt_is_tracked_where_it_was_submitted() -> None:
     request["parent"]["spec"]["cluster"]["host"] = "login2.hpc.example.org"
     sessions = Unreachable()
     post(client(sessions), "/sync", request)
-    assert [t.host for t in sessions.opened] == ["login.hpc.example.org"]
+    assert sessions.hosts == ["login.hpc.example.org"]
 
 
 # --- finalize -----------------------------------------------------------------------------
@@ -425,7 +413,7 @@ def test_finalize_with_skip_cancel_finishes_at_once() -> None:
     code, body, text = post(client(sessions), "/finalize", request)
     assert (code, body["finalized"]) == (200, True)
     assert "resyncAfterSeconds" not in body  # as every finished finalize answers
-    assert sessions.opened == []
+    assert sessions.hosts == []
     assert_clean(text, request)
 
 
@@ -458,7 +446,7 @@ def test_finalize_of_a_never_submitted_batchjob_without_its_secret() -> None:
     sessions = NoCluster()
     code, body, _ = post(client(sessions), "/finalize", request)
     assert (code, body["finalized"]) == (200, True)
-    assert sessions.opened == []
+    assert sessions.hosts == []
 
 
 def test_customize_also_asks_for_the_secret_of_the_running_attempt() -> None:

@@ -11,23 +11,19 @@ import pytest
 
 from hooks.core.children import LAST_APPLIED, carried_over, log_pod, pod_due, pod_name
 from hooks.core.model import JobRequest, Phase, Reason
-from hooks.core.spec import parse_spec
 from hooks.core.status import Status
+from tests.unit.conftest import HOSTS, UID
+from tests.unit.conftest import job as build_job
 
 REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
-UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
 IMAGE = "registry.example.org/hpcbridge:1.2.3"
 
 
 def job(attempt: int = 1, **spec: Any) -> JobRequest:
-    raw = {
-        "backend": "slurm",
-        "cluster": {"host": "login.hpc.example.org", "port": 2222,
-                    "secretRef": {"name": "hpc-login"}},
-        "script": "#!/bin/bash\necho hi\n",
-        **spec,
-    }
-    return JobRequest("research", "hello", UID, attempt, parse_spec(raw))
+    """A SLURM attempt on port 2222, so that the port's argument is visible."""
+    spec.setdefault("cluster", {"host": HOSTS["slurm"], "port": 2222,
+                                "secretRef": {"name": "hpc-login"}})
+    return build_job("slurm", attempt, **spec)
 
 
 def pod(**kw: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks.backends import guard
+from hooks.schedulers import guard
 
 SCRIPT = b"#!/bin/sh\necho hello\n"
 SUBMIT = ["sh", "-c", 'cat script >> "$HOME/submitted"; echo 4242']

@@ -4,22 +4,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hooks.core import aggregate
-from hooks.core.htcondor_states import STATES, TIME_LIMIT_MARKER, CondorRecord, to_task
 from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.schedulers.htcondor.states import STATES, TIME_LIMIT_MARKER, CondorRecord, to_task
+from tests.unit.conftest import FIXTURES, recorded
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "htcondor"
 VERSIONS = ("23.9.6", "25.14.1")
-
-
-def recorded(name: str) -> str:
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
-    return "".join(line for line in lines if not line.startswith("#"))
 
 
 def _value(text: str) -> Any:
@@ -34,7 +28,7 @@ def from_af(name: str) -> dict[str, TaskState]:
     """``-af ClusterId ProcId JobStatus ExitCode ExitBySignal ExitSignal [rest]`` lines; the
     rest is HoldReasonCode HoldReasonSubCode, or a RemoveReason with spaces."""
     tasks = {}
-    for line in recorded(name).splitlines():
+    for line in recorded("htcondor", name).splitlines():
         cluster, proc, status, code, by_signal, signal, *rest = line.split(" ")
         remove = " ".join(rest) if rest and not rest[0].isdigit() and rest[0] != "undefined" \
             else ""
@@ -47,7 +41,7 @@ def from_af(name: str) -> dict[str, TaskState]:
 
 def from_json(name: str) -> dict[str, TaskState]:
     tasks = {}
-    for ad in json.loads(recorded(name)):
+    for ad in json.loads(recorded("htcondor", name)):
         task = to_task(CondorRecord(
             ad["ClusterId"], ad["ProcId"], ad["JobStatus"], ad.get("ExitCode"),
             ad.get("ExitBySignal", False), ad.get("ExitSignal"), ad.get("HoldReason", ""),
@@ -141,7 +135,7 @@ def test_removed_jobs_after_condor_rm(version: str) -> None:
 
 def test_queue_4_with_one_proc_removed() -> None:
     procs = []
-    for line in recorded("condor_history-queue4-23.9.6.txt").splitlines():
+    for line in recorded("htcondor", "condor_history-queue4-23.9.6.txt").splitlines():
         job_id, status, code, *remove = line.split(" ")
         cluster, proc = job_id.split(".")
         procs.append(to_task(CondorRecord(int(cluster), int(proc), int(status), _value(code),
@@ -154,7 +148,7 @@ def test_queue_4_with_one_proc_removed() -> None:
 
 
 def test_documented_fixture_is_labelled() -> None:
-    first = (FIXTURES / "documented.txt").read_text().splitlines()[0]
+    first = (FIXTURES / "htcondor" / "documented.txt").read_text().splitlines()[0]
     assert first == "# written from HTCondor's documentation, not recorded"
 
 

@@ -3,74 +3,57 @@ never a path, a job's name or anything else that grows with the number of BatchJ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import platform
 
 import pytest
 
-from hooks.backends import guard
-from hooks.backends.base import Backend
-from hooks.backends.htcondor import HTCondorBackend
-from hooks.backends.slurm import SlurmBackend
 from hooks.core.model import JobRef, JobRequest
-from hooks.core.spec import parse_spec
-from hooks.metrics import verb
-from hooks.ssh.client import Completed, Target
+from hooks.deadline import Deadline
+from hooks.metrics import Metrics, verb
+from hooks.schedulers import REGISTRY, guard
+from hooks.schedulers.base import Scheduler
+from tests.unit.conftest import FakeConnection, completed, raw_spec, spec_of
 
 VERBS = {"hpcbridge-submit", "hpcbridge-cleanup", "squeue", "sacct", "scancel", "condor_q",
          "condor_history", "condor_rm"}
 
 
-class Recorder:
-    """A ``Remote`` that records every argv; a guarded submission is answered as submitted,
-    anything else with empty success."""
-
-    target = Target("login.hpc.example.org", 22)
-
-    def __init__(self) -> None:
-        self.argvs: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
-        self.argvs.append(list(argv))
-        return Completed(0, b"submitted 4242\n" if "hpcbridge-submit" in argv else b"", b"")
-
-    def stream(
-        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
-        timeout: float,
-    ) -> tuple[int, bytes]:
-        self.argvs.append(list(argv))
-        return 0, b""
-
-
 def job(backend: str, namespace: str, name: str, uid: str) -> JobRequest:
-    spec = parse_spec({
-        "backend": backend,
-        "cluster": {"host": "login.hpc.example.org", "secretRef": {"name": "hpc-login"}},
-        "script": "#!/bin/bash\necho hi\n",
-    })
-    return JobRequest(namespace, name, uid, 1, spec)
+    return JobRequest(namespace, name, uid, 1, spec_of(raw_spec(backend)), 120)
 
 
-def verbs_of_a_life(backend: Backend, job: JobRequest) -> list[str]:
+def verbs_of_a_life(scheduler: Scheduler, job: JobRequest) -> list[str]:
     """The verbs of every command one BatchJob's life sends: submit, track (the job has left
     the queue, so the accounting or history is asked too), cancel, remove its directory."""
-    conn = Recorder()
-    backend.submit(conn, job, timeout=10)
-    backend.query(conn, [JobRef(job.key, "4242", ("4242",))], timeout=10)
-    backend.active_jobs(conn, job.uid, timeout=10)
-    backend.cancel(conn, ["4242"], timeout=10)
-    conn.run(guard.cleanup_command(root=job.remote_dir, stale_seconds=guard.STALE_SECONDS),
-             timeout=10)
-    return [verb(argv) for argv in conn.argvs]
+    conn = FakeConnection({"hpcbridge-submit": [completed("submitted 4242\n")]})
+    deadline = Deadline.after(10)
+    scheduler.submit(conn, job, deadline=deadline)
+    scheduler.query(conn, [JobRef(job.key, "4242", ("4242",))], deadline=deadline)
+    scheduler.active_jobs(conn, job.uid, deadline=deadline)
+    scheduler.cancel(conn, ["4242"], deadline=deadline)
+    conn.run(guard.cleanup_command(root=job.remote_dir, stale_seconds=120), deadline=deadline)
+    return [verb(argv) for argv, _ in conn.calls]
 
 
-@pytest.mark.parametrize("backend", [SlurmBackend(), HTCondorBackend()], ids=lambda b: b.name)
-def test_remote_command_verbs_do_not_depend_on_the_batchjob(backend: Backend) -> None:
-    one = verbs_of_a_life(backend, job(backend.name, "research", "hello",
-                                       "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"))
-    other = verbs_of_a_life(backend, job(backend.name, "physics", "sweep-17",
-                                         "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f"))
+@pytest.mark.parametrize("scheduler", REGISTRY.values(), ids=list(REGISTRY))
+def test_remote_command_verbs_do_not_depend_on_the_batchjob(scheduler: Scheduler) -> None:
+    one = verbs_of_a_life(scheduler, job(scheduler.name, "research", "hello",
+                                         "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"))
+    other = verbs_of_a_life(scheduler, job(scheduler.name, "physics", "sweep-17",
+                                           "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f"))
     assert one == other
     assert set(one) <= VERBS, set(one) - VERBS
+
+
+def test_each_server_has_its_own_registry_with_build_info() -> None:
+    first, second = Metrics(), Metrics()
+    first.submission("refused")
+    assert first.registry.get_sample_value(
+        "hpcbridge_submissions_total", {"outcome": "refused"}) == 1
+    assert second.registry.get_sample_value(
+        "hpcbridge_submissions_total", {"outcome": "refused"}) == 0
+    assert first.registry.get_sample_value(
+        "hpcbridge_build_info", {"version": "0.1.0", "python": platform.python_version()}) == 1
 
 
 @pytest.mark.parametrize(

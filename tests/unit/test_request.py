@@ -1,5 +1,5 @@
 """Metacontroller requests (examples/requests/*.json): hook versions v1 and v2, the composite and
-decorator shapes and the first sync all become the same HookRequest; malformed bodies raise
+decorator shapes and the first sync all become the same Call; malformed bodies raise
 BadHookRequest, which the app answers with a JSON 400."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from hooks.core import status
-from hooks.core.request import BadHookRequest, HookRequest, parse_customize, parse_sync
+from hooks.core.request import BadHookRequest, Call, customize
+from tests.unit.conftest import call as parse_sync
 
 REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
 
@@ -22,17 +23,17 @@ def load(name: str) -> dict[str, Any]:
     return body
 
 
-def identity(req: HookRequest) -> tuple[Any, ...]:
-    return (req.name, req.namespace, req.uid, req.generation, req.finalizing,
-            req.parent.get("spec"), req.parent.get("status"))
+def identity(req: Call) -> tuple[Any, ...]:
+    return (req.name, req.namespace, req.uid, req.generation, req.finalizing, req.parsed,
+            req.previous, req.previous_raw)
 
 
 def test_v1_and_v2_keys_give_the_same_request() -> None:
     v1, v2 = parse_sync(load("sync-running")), parse_sync(load("sync-v2"))
     assert identity(v1) == identity(v2)
-    assert dict(v1.pods) == dict(v2.pods)
+    assert v1.log_pod == v2.log_pod is not None
     assert dict(v1.secrets) == dict(v2.secrets)
-    assert list(v2.pods) == ["hello-logs"]
+    assert v2.log_pod["metadata"]["name"] == "hello-logs"
     assert list(v2.secrets) == ["hpc-login"]
 
 
@@ -42,7 +43,7 @@ def test_v2_drops_objects_of_other_namespaces() -> None:
     body["children"]["Pod.v1"]["elsewhere/hello-logs"] = {**pod, "marker": "foreign"}
     body["related"]["Secret.v1"]["elsewhere/hpc-login"] = {"data": {}}
     req = parse_sync(body)
-    assert "marker" not in req.pods["hello-logs"]
+    assert req.log_pod is not None and "marker" not in req.log_pod
     assert req.secrets["hpc-login"]["data"]
 
 
@@ -51,22 +52,22 @@ def test_composite_and_decorator_shapes_give_the_same_request() -> None:
     assert (composite.shape, decorator.shape) == ("composite", "decorator")
     assert identity(composite) == identity(decorator)
     assert dict(composite.secrets) == dict(decorator.secrets)
-    assert dict(composite.pods) == dict(decorator.pods) == {}
+    assert composite.log_pod is decorator.log_pod is None
 
 
 def test_first_sync() -> None:
     body = load("sync-first")
     assert body["children"] == {"Pod.v1": {}}
     req = parse_sync(body)
-    assert (req.pods, req.finalizing, req.generation) == ({}, False, 1)
-    assert req.parent.get("status") is None
-    assert status.from_raw(req.parent.get("status")) == status.Status()
+    assert (req.log_pod, req.finalizing, req.generation) == (None, False, 1)
+    assert req.previous_raw == {}
+    assert req.previous == status.Status()
 
 
 def test_finalize() -> None:
     req = parse_sync(load("finalize"))
     assert req.finalizing is True
-    assert req.metadata["deletionTimestamp"] == "2026-11-22T10:03:00Z"
+    assert req.deletion_timestamp == "2026-11-22T10:03:00Z"
 
 
 def test_parse_sync_does_not_change_the_body() -> None:
@@ -79,16 +80,16 @@ def test_parse_sync_does_not_change_the_body() -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        pytest.param({"children": None}, {}, id="children-null"),
-        pytest.param({"children": {}}, {}, id="group-missing"),
-        pytest.param({"children": {"Pod.v1": None}}, {}, id="group-null"),
-        pytest.param({"related": None}, None, id="related-null"),
+        pytest.param({"children": None}, "pods", id="children-null"),
+        pytest.param({"children": {}}, "pods", id="group-missing"),
+        pytest.param({"children": {"Pod.v1": None}}, "pods", id="group-null"),
+        pytest.param({"related": None}, "secrets", id="related-null"),
     ],
 )
-def test_absent_groups_are_empty(change: dict[str, Any], expected: dict[str, Any] | None) -> None:
+def test_absent_groups_are_empty(change: dict[str, Any], expected: str) -> None:
     req = parse_sync({**load("sync-running"), **change})
-    if expected is not None:
-        assert dict(req.pods) == expected
+    if expected == "pods":
+        assert req.log_pod is None
     else:
         assert dict(req.secrets) == {}
 
@@ -163,8 +164,8 @@ def test_malformed_sync(body: Any) -> None:
 
 
 def test_customize() -> None:
-    parent = parse_customize(load("customize"))
-    assert parent["spec"]["cluster"]["secretRef"]["name"] == "hpc-login"
+    (rule,) = customize(load("customize"))["relatedResources"]
+    assert rule["names"] == ["hpc-login"]
 
 
 @pytest.mark.parametrize(
@@ -178,4 +179,4 @@ def test_customize() -> None:
 )
 def test_malformed_customize(body: Any) -> None:
     with pytest.raises(BadHookRequest):
-        parse_customize(body)
+        customize(body)

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from hooks.backends.slurm import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue
 from hooks.core import aggregate
 from hooks.core.model import Outcome, Phase, Reason
-from hooks.core.slurm_states import SlurmRecord, to_task
+from hooks.schedulers.slurm.commands import SACCT_FIELDS, SQUEUE_FORMAT
+from hooks.schedulers.slurm.parse import parse_sacct, parse_squeue
+from hooks.schedulers.slurm.states import SlurmRecord, to_task
+from tests.unit.conftest import FIXTURES, recorded
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "slurm"
 API_DOC = REPO / "docs" / "batchjob-api.md"
 
 # The SLURM states the API doc (batchjob-api.md, "SLURM states map" and the reasons table) names,
@@ -58,12 +59,6 @@ API_PHASES = {
     Outcome.FAILED: Phase.FAILED,
     Outcome.CANCELLED: Phase.CANCELLED,
 }
-
-
-def recorded(name: str) -> str:
-    """A fixture without its ``#`` provenance lines."""
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
-    return "".join(line for line in lines if not line.startswith("#"))
 
 
 def record(state: str, reason: str = "None", exit_code: str = "") -> SlurmRecord:
@@ -209,7 +204,7 @@ def test_active_job_has_no_end_time() -> None:
 
 
 def test_pending_job_has_no_start_time() -> None:
-    queued = parse_squeue(recorded("squeue-documented.txt"))["doc-planned"]
+    queued = parse_squeue(recorded("slurm", "squeue-documented.txt"))["doc-planned"]
     assert to_task(queued[0]).start_time is None
 
 
@@ -219,7 +214,7 @@ def test_formats_have_eight_fields() -> None:
 
 
 def test_parse_squeue_recorded() -> None:
-    found = parse_squeue(recorded("squeue.txt"))
+    found = parse_squeue(recorded("slurm", "squeue.txt"))
     assert sorted(found) == [
         "jsonfail", "parr", "probe1795325210-array", "probe1795325210-held",
         "probe1795325210-ok",
@@ -261,7 +256,7 @@ def test_parse_squeue_strips_padding() -> None:
 
 
 def test_parse_sacct_recorded() -> None:
-    found = parse_sacct(recorded("sacct.txt"))
+    found = parse_sacct(recorded("slurm", "sacct.txt"))
     tasks = {t.task_id: t for records in found.values() for t in map(to_task, records)}
     assert (tasks["4"].outcome, tasks["4"].exit_code) == (Outcome.SUCCEEDED, 0)
     assert (tasks["5"].outcome, tasks["5"].reason, tasks["5"].exit_code) == (
@@ -282,7 +277,7 @@ def test_parse_sacct_recorded() -> None:
 
 
 def test_parse_sacct_expands_compressed_array_records() -> None:
-    parr = parse_sacct(recorded("sacct.txt"))["parr"]
+    parr = parse_sacct(recorded("slurm", "sacct.txt"))["parr"]
     assert [r.task_id for r in parr] == ["2_0", "2_2", "2_3"]
     assert {to_task(r).outcome for r in parr} == {Outcome.CANCELLED}
 
@@ -304,7 +299,8 @@ def test_parse_sacct_task_ids(job_id: str, expected: list[str]) -> None:
 
 
 def test_array_on_recorded_sacct_aggregates_to_the_first_failed_task() -> None:
-    array = [to_task(r) for r in parse_sacct(recorded("sacct.txt"))["probe1795325210-array"]]
+    found = parse_sacct(recorded("slurm", "sacct.txt"))
+    array = [to_task(r) for r in found["probe1795325210-array"]]
     summary = aggregate.summarize(array, expected=(), single=False, seconds_since_submit=99)
     assert (summary.phase, summary.reason, summary.succeeded, summary.failed) == (
         Phase.FAILED, Reason.NON_ZERO_EXIT_CODE, 1, 1
@@ -315,7 +311,7 @@ def test_array_on_recorded_sacct_aggregates_to_the_first_failed_task() -> None:
 
 def test_documented_fixture_is_labelled() -> None:
     for name in ("documented.txt", "squeue-documented.txt"):
-        first = (FIXTURES / name).read_text().splitlines()[0]
+        first = (FIXTURES / "slurm" / name).read_text().splitlines()[0]
         assert first == "# written from SLURM's documentation, not recorded"
 
 
@@ -331,14 +327,14 @@ def test_documented_fixture_is_labelled() -> None:
     ],
 )
 def test_documented_states(task_id: str, outcome: Outcome, reason: Reason) -> None:
-    found = parse_sacct(recorded("documented.txt"))
+    found = parse_sacct(recorded("slurm", "documented.txt"))
     task, = (to_task(r) for records in found.values() for r in records if r.task_id == task_id)
     assert (task.outcome, task.reason) == (outcome, reason)
     assert task.message
 
 
 def test_documented_squeue_states() -> None:
-    found = parse_squeue(recorded("squeue-documented.txt"))
+    found = parse_squeue(recorded("slurm", "squeue-documented.txt"))
     suspended, = map(to_task, found["doc-suspended"])
     assert (suspended.outcome, suspended.reason, suspended.end_time) == (
         Outcome.RUNNING, Reason.SUSPENDED, None

@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from hooks.core import units
-from hooks.core.spec import MAX_SCRIPT_BYTES, SpecError, parse_spec, parse_target
+from hooks.core.spec import MAX_SCRIPT_BYTES, SpecError, parse, parse_placement
+from hooks.schedulers import REGISTRY
+from tests.unit.conftest import spec_of as parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -68,10 +70,10 @@ def test_example_values() -> None:
     assert (hello.logs_pod, hello.logs_follow) == (True, True)
     assert hello.cluster.port == 22 and not hello.cluster.insecure_skip_host_key_check
     array = parse_spec(docs["array-slurm/hello-array"]["spec"])
-    assert (array.slurm.array_tasks, array.backoff_limit) == ((0, 1, 2, 3), 1)
+    assert (array.options.array_tasks, array.backoff_limit) == ((0, 1, 2, 3), 1)
     condor = parse_spec(docs["hello-htcondor/hello-condor"]["spec"])
-    assert condor.htcondor.queue == 2
-    assert condor.htcondor.submit_options == (("+ProjectName", '"demo"'),)
+    assert condor.options.queue == 2
+    assert condor.options.submit_options == (("+ProjectName", '"demo"'),)
 
 
 def test_parse_spec_does_not_change_its_input() -> None:
@@ -148,7 +150,7 @@ def test_reserved_sbatch_option_bundled_behind_a_flag(arg: str) -> None:
     ],
 )
 def test_allowed_sbatch_options(args: list[str]) -> None:
-    assert parse_spec(spec(slurm={"extraArgs": args})).slurm.extra_args == tuple(args)
+    assert parse_spec(spec(slurm={"extraArgs": args})).options.extra_args == tuple(args)
 
 
 @pytest.mark.parametrize(
@@ -214,7 +216,7 @@ def test_bad_htcondor_submit_options(options: object, field: str) -> None:
 )
 def test_allowed_htcondor_submit_options(options: dict[str, str]) -> None:
     parsed = parse_spec(spec("htcondor", htcondor={"submitOptions": options}))
-    assert dict(parsed.htcondor.submit_options) == options
+    assert dict(parsed.options.submit_options) == options
 
 
 @pytest.mark.parametrize(
@@ -349,7 +351,7 @@ def test_bad_memory(quantity: object) -> None:
 )
 def test_array(array: str, tasks: tuple[int, ...]) -> None:
     parsed = parse_spec(spec(slurm={"array": array}))
-    assert (parsed.slurm.array, parsed.slurm.array_tasks) == (array, tasks)
+    assert (parsed.options.array, parsed.options.array_tasks) == (array, tasks)
 
 
 @pytest.mark.parametrize(
@@ -450,9 +452,18 @@ def test_port_range(port: int | None, expected: int) -> None:
     assert parse_spec(raw).cluster.port == expected
 
 
-def test_parse_target_survives_other_broken_fields() -> None:
+def test_the_placement_survives_other_broken_fields() -> None:
     """An attempt already submitted stays reachable when a later edit breaks another rule."""
     raw = spec(slurm={"extraArgs": ["--output=x"]}, resources={"memory": "bad"})
-    backend, target = parse_target(raw)
-    assert (backend, target.host, target.secret_name) == ("slurm", "login.hpc.example.org",
-                                                          "hpc-login")
+    placement = parse_placement(raw, REGISTRY)
+    assert (placement.backend, placement.cluster.host, placement.cluster.secret_name) == (
+        "slurm", "login.hpc.example.org", "hpc-login")
+    parsed = parse(raw, REGISTRY)
+    assert (parsed.placement, parsed.spec) == (placement, None)
+    assert parsed.error.startswith("spec.resources.memory")
+
+
+def test_an_unknown_backend_is_kept_for_messages() -> None:
+    parsed = parse(spec("pbs"), REGISTRY)
+    assert (parsed.backend, parsed.placement, parsed.spec) == ("pbs", None, None)
+    assert parsed.error.startswith("spec.backend")

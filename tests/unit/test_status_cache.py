@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from hooks.core.model import JobRef, Outcome, TaskState
+from hooks.deadline import Deadline
+from hooks.metrics import Metrics
+from hooks.ssh.client import Remote
 from hooks.status_cache import StatusCache
+from tests.unit.conftest import FakeConnection
 
 
 class Clock:
@@ -32,11 +38,12 @@ class CountingBackend:
         self.lock = threading.Lock()
 
     def query(
-        self, conn: object, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
+        self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+        whole_queue: bool = True,
     ) -> Mapping[str, Sequence[TaskState]]:
         with self.lock:
             self.calls.append(sorted(ref.key for ref in refs))
-            self.timeouts.append(timeout)
+            self.timeouts.append(deadline.left())
         time.sleep(self.pause)
         return {ref.key: [TaskState(ref.job_id or "?", Outcome.RUNNING)] for ref in refs}
 
@@ -50,14 +57,23 @@ def ref(key: str) -> JobRef:
 
 def lookup(cache: StatusCache, backend: CountingBackend, key: str,
            pool: str = "pool") -> Sequence[TaskState]:
-    return cache.lookup(pool, backend, object(), ref(key), timeout=5)  # type: ignore[arg-type]
+    return cache.lookup(pool, backend, opener, ref(key), deadline=Deadline.after(5))
+
+
+@contextmanager
+def opener(deadline: Deadline) -> Iterator[Remote]:
+    yield FakeConnection()
+
+
+def new_cache(**kwargs: Any) -> StatusCache:
+    return StatusCache(Metrics(), **kwargs)
 
 
 def while_refreshing(
     cache: StatusCache, backend: CountingBackend, call: Callable[[], Sequence[TaskState]]
 ) -> Sequence[TaskState]:
     """``call``'s answer, made while a refresh for attempt "a" is under way."""
-    cache.track("pool", backend, ref("a"))  # type: ignore[arg-type]
+    cache.track("pool", backend, ref("a"))
     leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
     leader.start()
     time.sleep(0.1)
@@ -68,9 +84,9 @@ def while_refreshing(
 
 
 def test_concurrent_misses_run_one_query() -> None:
-    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.2)
+    cache, backend = new_cache(ttl=5), CountingBackend(pause=0.2)
     for key in "abcdefgh":
-        cache.track("pool", backend, ref(key))  # type: ignore[arg-type]
+        cache.track("pool", backend, ref(key))
     results: dict[str, Sequence[TaskState]] = {}
     threads = [threading.Thread(target=lambda k=k: results.update({k: lookup(cache, backend, k)}))
                for k in "abcdefgh" * 6]
@@ -84,7 +100,7 @@ def test_concurrent_misses_run_one_query() -> None:
 
 def test_answers_are_never_older_than_the_ttl() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend()
+    cache, backend = new_cache(ttl=5, clock=clock), CountingBackend()
     lookup(cache, backend, "a")
     clock.now += 2.9  # before the refresh-ahead point (0.6 of the TTL): a plain hit
     lookup(cache, backend, "a")
@@ -96,7 +112,7 @@ def test_answers_are_never_older_than_the_ttl() -> None:
 
 def test_one_refresh_answers_every_tracked_attempt() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend()
+    cache, backend = new_cache(ttl=5, clock=clock), CountingBackend()
     for key in "abc":
         lookup(cache, backend, key)
     clock.now += 10
@@ -107,7 +123,7 @@ def test_one_refresh_answers_every_tracked_attempt() -> None:
 
 
 def test_an_attempt_arriving_during_a_refresh_waits_for_no_second_refresh() -> None:
-    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.3)
+    cache, backend = new_cache(ttl=5), CountingBackend(pause=0.3)
     late = while_refreshing(cache, backend, lambda: lookup(cache, backend, "late"))
     assert late[0].task_id == "LATE"
     assert sorted(map(tuple, backend.calls)) == [("a",), ("late",)]
@@ -124,16 +140,17 @@ class ListingBackend(CountingBackend):
         self.tasks = tasks or (lambda key: [TaskState(key.upper(), Outcome.PENDING)])
 
     def query(
-        self, conn: object, refs: Sequence[JobRef], *, timeout: float, whole_queue: bool = True
+        self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+        whole_queue: bool = True,
     ) -> Mapping[str, Sequence[TaskState]]:
-        found = dict(super().query(conn, refs, timeout=timeout))
+        found = dict(super().query(conn, refs, deadline=deadline))
         for key in self.listed if whole_queue else ():
             found.setdefault(key, self.tasks(key))
         return found
 
 
 def test_an_attempt_arriving_during_a_refresh_that_lists_it_runs_no_query_of_its_own() -> None:
-    cache, backend = StatusCache(ttl=5), ListingBackend("bcd", pause=0.3)
+    cache, backend = new_cache(ttl=5), ListingBackend("bcd", pause=0.3)
     late = while_refreshing(cache, backend, lambda: lookup(cache, backend, "b"))
     assert [(t.task_id, t.outcome) for t in late] == [("B", Outcome.PENDING)]
     assert backend.calls == [["a"]]
@@ -141,7 +158,7 @@ def test_an_attempt_arriving_during_a_refresh_that_lists_it_runs_no_query_of_its
 
 def test_after_a_restart_one_refresh_answers_every_listed_attempt() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, clock=clock), ListingBackend("bcdefgh")
+    cache, backend = new_cache(ttl=5, clock=clock), ListingBackend("bcdefgh")
     for key in "abcdefgh":
         assert lookup(cache, backend, key)[0].task_id == key.upper()
     assert backend.calls == [["a"]]
@@ -163,7 +180,7 @@ def test_an_attempt_only_listed_is_asked_about_alone_unless_its_job_is_active(
     listed: list[TaskState],
 ) -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, clock=clock), ListingBackend("b", tasks=lambda _: listed)
+    cache, backend = new_cache(ttl=5, clock=clock), ListingBackend("b", tasks=lambda _: listed)
     lookup(cache, backend, "a")
     assert [t.task_id for t in lookup(cache, backend, "b")] == ["B"]  # asked about, this time
     assert backend.calls == [["a"], ["a", "b"]]
@@ -171,16 +188,16 @@ def test_an_attempt_only_listed_is_asked_about_alone_unless_its_job_is_active(
 
 def test_an_attempt_only_listed_is_served_the_tasks_of_its_recorded_job() -> None:
     tasks = [TaskState("B.0", Outcome.RUNNING), TaskState("OTHER.0", Outcome.RUNNING)]
-    cache, backend = StatusCache(ttl=5), ListingBackend("b", tasks=lambda _: tasks)
+    cache, backend = new_cache(ttl=5), ListingBackend("b", tasks=lambda _: tasks)
     lookup(cache, backend, "a")
     assert [t.task_id for t in lookup(cache, backend, "b")] == ["B.0"]
     assert backend.calls == [["a"]]
 
 
 def test_a_late_attempt_keeps_half_the_time_for_its_own_query() -> None:
-    cache, backend = StatusCache(ttl=5), CountingBackend(pause=0.8)
+    cache, backend = new_cache(ttl=5), CountingBackend(pause=0.8)
     late = while_refreshing(cache, backend, lambda: cache.lookup(
-        "pool", backend, object(), ref("late"), timeout=1.0))  # type: ignore[arg-type]
+        "pool", backend, opener, ref("late"), deadline=Deadline.after(1.0)))
     assert late[0].task_id == "LATE"
     assert backend.calls[1] == ["late"]
     assert 0.4 < backend.timeouts[1] <= 0.5
@@ -188,10 +205,10 @@ def test_a_late_attempt_keeps_half_the_time_for_its_own_query() -> None:
 
 def test_pool_keys_out_of_use_are_forgotten() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, forget=60, clock=clock), CountingBackend()
+    cache, backend = new_cache(ttl=5, forget=60, clock=clock), CountingBackend()
     lookup(cache, backend, "a", pool="rotated")
     lookup(cache, backend, "b", pool="done")
-    cache.drop("done", backend, "b")  # type: ignore[arg-type]
+    cache.drop("done", backend, "b")
     assert len(cache._entries) == 1  # the last attempt of a pool key dropped: the key goes
     clock.now += 61
     lookup(cache, backend, "c", pool="current")
@@ -199,7 +216,7 @@ def test_pool_keys_out_of_use_are_forgotten() -> None:
 
 
 def test_different_pool_keys_never_share_answers() -> None:
-    cache, backend = StatusCache(ttl=5), CountingBackend()
+    cache, backend = new_cache(ttl=5), CountingBackend()
     lookup(cache, backend, "a", pool="one")
     lookup(cache, backend, "a", pool="two")
     assert len(backend.calls) == 2
@@ -207,10 +224,10 @@ def test_different_pool_keys_never_share_answers() -> None:
 
 def test_forgotten_and_dropped_attempts_leave_the_batch() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, forget=60, clock=clock), CountingBackend()
+    cache, backend = new_cache(ttl=5, forget=60, clock=clock), CountingBackend()
     lookup(cache, backend, "old")
     lookup(cache, backend, "done")
-    cache.drop("pool", backend, "done")  # type: ignore[arg-type]
+    cache.drop("pool", backend, "done")
     clock.now += 61
     lookup(cache, backend, "new")
     assert backend.calls[-1] == ["new"]
@@ -218,14 +235,14 @@ def test_forgotten_and_dropped_attempts_leave_the_batch() -> None:
 
 def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
     class Failing(CountingBackend):
-        def query(self, conn: object, refs: Sequence[JobRef], *, timeout: float,
+        def query(self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
                   whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
-            super().query(conn, refs, timeout=timeout)
+            super().query(conn, refs, deadline=deadline)
             if len(self.calls) == 1:
                 raise TimeoutError("squeue hung")
             return {r.key: [] for r in refs}
 
-    cache, backend = StatusCache(ttl=5), Failing(pause=0.1)
+    cache, backend = new_cache(ttl=5), Failing(pause=0.1)
     with pytest.raises(TimeoutError):
         lookup(cache, backend, "a")
     assert lookup(cache, backend, "a") == []
@@ -233,7 +250,7 @@ def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
 
 def test_a_hit_late_in_the_ttl_refreshes_ahead_in_the_background() -> None:
     clock = Clock()
-    cache, backend = StatusCache(ttl=5, clock=clock), CountingBackend(pause=0.2)
+    cache, backend = new_cache(ttl=5, clock=clock), CountingBackend(pause=0.2)
     lookup(cache, backend, "a")
     clock.now += 3.5
     assert lookup(cache, backend, "a")[0].task_id == "A"
@@ -245,3 +262,47 @@ def test_a_hit_late_in_the_ttl_refreshes_ahead_in_the_background() -> None:
     clock.now += 3
     lookup(cache, backend, "a")
     assert len(backend.calls) == 2  # the refresh ahead was taken at 3.5 s: still fresh
+
+
+def test_a_waiter_whose_time_runs_out_gets_no_answer_older_than_the_ttl() -> None:
+    clock = Clock()
+    cache, backend = new_cache(ttl=5, clock=clock), CountingBackend()
+    lookup(cache, backend, "a")
+    clock.now += 10  # the snapshot is stale; the next refresh hangs past the waiter's time
+    backend.pause = 0.5
+    leader = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    leader.start()
+    time.sleep(0.1)
+    with pytest.raises(TimeoutError):
+        cache.lookup("pool", backend, opener, ref("a"), deadline=Deadline.after(0.1))
+    leader.join()
+
+
+def test_a_refresh_in_the_background_opens_its_own_connection() -> None:
+    clock = Clock()
+    cache, backend = new_cache(ttl=5, clock=clock), CountingBackend()
+    opened: list[str] = []
+
+    @contextmanager
+    def counting(deadline: Deadline) -> Iterator[Remote]:
+        opened.append(threading.current_thread().name)
+        yield FakeConnection()
+
+    cache.lookup("pool", backend, counting, ref("a"), deadline=Deadline.after(5))
+    clock.now += 3.5
+    cache.lookup("pool", backend, counting, ref("a"), deadline=Deadline.after(5))
+    for _ in range(50):
+        if len(opened) == 2:
+            break
+        time.sleep(0.02)
+    assert len(opened) == 2 and opened[1] != threading.current_thread().name
+
+
+def test_idle_clusters_are_evicted() -> None:
+    clock = Clock()
+    cache, backend = new_cache(ttl=5, forget=60, clock=clock), CountingBackend()
+    lookup(cache, backend, "a", pool="old")
+    clock.now += 30
+    lookup(cache, backend, "b", pool="current")
+    clock.now += 31
+    assert (cache.evict_idle(), len(cache)) == (1, 1)

@@ -1,9 +1,10 @@
-"""The HTCondor backend and its submit description, on real recorded HTCondor output.
+"""The HTCondor scheduler package and its submit description, on real recorded HTCondor output.
 
 Fixtures ``backend-ref-*`` are copied from the reference captures (23.9.6 trixie and 25.14.1
 sid); ``backend-live-*`` were recorded over SSH on the project's 23.9.6 test pool with the
-backend's own attribute list. The shell parts (the lookup, the submit program) run here against
-stand-in ``condor_*`` commands, so their exit-status logic is tested, not just their text.
+scheduler package's own attribute list. The shell parts (the lookup, the submit program) run
+here against stand-in ``condor_*`` commands, so their exit-status logic is tested, not just
+their text.
 """
 
 from __future__ import annotations
@@ -12,36 +13,54 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hooks import backends
-from hooks.backends import guard
-from hooks.backends.base import SchedulerError, Submitted
-from hooks.backends.htcondor import (
-    ATTRIBUTES,
+from hooks.core import aggregate
+from hooks.core.model import (
+    JobRef,
+    JobRequest,
+    Outcome,
+    Reason,
+    SchedulerError,
+    SubmitAnswer,
+    TaskState,
+)
+from hooks.core.spec import SpecError
+from hooks.schedulers import REGISTRY, guard
+from hooks.schedulers.htcondor import SCHEDULER
+from hooks.schedulers.htcondor.commands import (
     SUBMIT,
     SUBMIT_PROGRAM,
     TRANSIENT_ERRORS,
-    HTCondorBackend,
     key_constraint,
-    lookup_command,
-    parse_ads,
-    rm_gone_only,
-    submit_outcome,
+    lookup,
 )
-from hooks.core import aggregate, htcondor_states
-from hooks.core.htcondor_states import TIME_LIMIT_MARKER
-from hooks.core.htcondor_submit import classad_string, submit_description, submit_string
-from hooks.core.model import JobRef, JobRequest, Outcome, Reason, TaskState
-from hooks.core.spec import RESERVED_HTCONDOR_KEYS, SpecError, parse_spec
-from hooks.ssh.client import Completed, Target
+from hooks.schedulers.htcondor.description import (
+    classad_string,
+    submit_description,
+    submit_string,
+)
+from hooks.schedulers.htcondor.parse import ATTRIBUTES, parse_ads
+from hooks.schedulers.htcondor.remote import rm_gone_only, submit_outcome
+from hooks.schedulers.htcondor.rules import RESERVED_KEYS, HTCondorRules
+from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER, to_task
+from tests.unit.conftest import (
+    FIXTURES,
+    UID,
+    FakeConnection,
+    completed,
+    deadline,
+    raw_spec,
+    recorded,
+    spec_of,
+)
+from tests.unit.conftest import job as build_job
 
-FIXTURES = Path(__file__).parent / "fixtures" / "htcondor"
-UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
 LIVE_KEYS = {
     "exit0": "d427dfc8-3675-498e-95b4-f53e7bf47e87-1",
     "exit3": "f120f1ae-327e-41bf-8863-089905a7a99c-1",
@@ -53,67 +72,35 @@ LIVE_KEYS = {
 
 
 def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
+    """A recorded HTCondor output file (it has no ``#`` comment lines)."""
+    return recorded("htcondor", name)
 
 
-def ok(out: str = "", err: str = "", status: int = 0) -> Completed:
-    return Completed(status, out.encode(), err.encode())
+def messages(name: str) -> str:
+    """A recorded messages file, read raw: its ``### command`` / rc / stdout / stderr lines are
+    the data that ``sections`` splits, which ``recorded`` would drop as comments."""
+    return (FIXTURES / "htcondor" / name).read_text()
 
 
-class FakeConnection:
-    """A ``Remote`` that answers each command by its program name, in order, and records
-    every argv."""
-
-    target = Target("submit.example.org", 22)
-
-    def __init__(self, answers: dict[str, list[Completed]]) -> None:
-        self.answers = answers
-        self.calls: list[tuple[list[str], bytes]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
-        self.calls.append((list(argv), stdin))
-        queue = self.answers.get(argv[0], [])
-        return queue.pop(0) if queue else ok()
-
-    def stream(
-        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
-        timeout: float,
-    ) -> tuple[int, bytes]:
-        result = self.run(argv, stdin=stdin, timeout=timeout)
-        sink(result.stdout)
-        return result.exit_status, result.stderr
-
-    def programs(self) -> list[str]:
-        return [argv[0] for argv, _ in self.calls]
+def request(**changes: Any) -> JobRequest:
+    """Attempt 2 of research/hello on HTCondor."""
+    return build_job("htcondor", 2, **changes)
 
 
-def raw_spec(**changes: object) -> dict[str, object]:
-    spec: dict[str, object] = {
-        "backend": "htcondor",
-        "cluster": {"host": "submit.example.org", "secretRef": {"name": "hpc-login"}},
-        "script": "#!/bin/bash\necho hello\n",
-    }
-    spec.update(changes)
-    return spec
-
-
-def request(**changes: object) -> JobRequest:
-    return JobRequest("research", "hello", UID, 2, parse_spec(raw_spec(**changes)))
-
-
-def by_task(states: Sequence[TaskState]) -> dict[str, TaskState]:
-    return {state.task_id: state for state in states}
+def by_task(tasks: Sequence[TaskState]) -> dict[str, TaskState]:
+    return {task.task_id: task for task in tasks}
 
 
 def sections(name: str) -> dict[str, list[tuple[int, str, str]]]:
     """The ``### command`` / rc / stdout / stderr sections of a recorded messages file."""
     found: dict[str, list[tuple[int, str, str]]] = {}
-    parts = re.split(r"^### (?=\S+ )", fixture(name), flags=re.M)[1:]
+    parts = re.split(r"^### (?=\S+ )", messages(name), flags=re.M)[1:]
     for part in parts:
         command, rest = part.split("\n", 1)
-        rc = int(re.search(r"### rc=(\d+)", rest).group(1))  # type: ignore[union-attr]
+        rc = re.search(r"### rc=(\d+)", rest)
+        assert rc is not None
         out = rest.split("### stdout:\n", 1)[1].split("### stderr:\n", 1)
-        found.setdefault(command.strip(), []).append((rc, out[0], out[1]))
+        found.setdefault(command.strip(), []).append((int(rc.group(1)), out[0], out[1]))
     return found
 
 
@@ -123,7 +110,7 @@ def sections(name: str) -> dict[str, list[tuple[int, str, str]]]:
 @pytest.mark.parametrize("version", ["23.9.6", "25.14.1"])
 def test_reference_queue_states(version: str) -> None:
     ads = parse_ads(fixture(f"backend-ref-condor_q-states-{version}.json"))
-    tasks = [htcondor_states.to_task(record) for _, record in ads]
+    tasks = [to_task(record) for _, record in ads]
     outcomes = [(t.outcome, t.reason) for t in tasks]
     assert outcomes == [
         (Outcome.PENDING, Reason.NONE),  # idle
@@ -143,7 +130,7 @@ def test_reference_queue_states(version: str) -> None:
 def test_reference_history_exit_codes_and_signals(version: str) -> None:
     tasks = {
         t.exit_code if not t.message.startswith("The job was killed") else "sig": t
-        for t in (htcondor_states.to_task(r) for _, r in parse_ads(
+        for t in (to_task(r) for _, r in parse_ads(
             fixture(f"backend-ref-condor_history-states-{version}.json")))
     }
     assert tasks[0].outcome is Outcome.SUCCEEDED
@@ -159,7 +146,7 @@ def test_live_ads_map_to_states() -> None:
     def one(name: str) -> TaskState:
         [(key, record)] = parse_ads(fixture(f"backend-live-{name}.json"))
         assert key.endswith("-1")
-        return htcondor_states.to_task(record)
+        return to_task(record)
 
     assert (one("exit0-history").outcome, one("exit0-history").exit_code) == (
         Outcome.SUCCEEDED, 0)
@@ -213,13 +200,13 @@ def queue4_ref(job_id: str | None = "16") -> JobRef:
 def test_query_queue4_with_one_proc_removed_while_idle() -> None:
     """condor_rm 16.2 right after submission: 16.2 leaves the queue at once, the rest run."""
     conn = FakeConnection({
-        "condor_q": [ok(fixture("backend-live-queue4-rm-one-queue-after-rm.json"))],
-        "condor_history": [ok(json.dumps([
+        "condor_q": [completed(fixture("backend-live-queue4-rm-one-queue-after-rm.json"))],
+        "condor_history": [completed(json.dumps([
             ad for ad in json.loads(fixture("backend-live-queue4-rm-one-history.json"))
             if ad["JobStatus"] == 3]))],
     })
     ref = queue4_ref()
-    tasks = by_task(HTCondorBackend().query(conn, [ref], timeout=5)[ref.key])
+    tasks = by_task(SCHEDULER.query(conn, [ref], deadline=deadline(5))[ref.key])
     assert conn.programs() == ["condor_q", "condor_history"]
     history_argv = conn.calls[1][0]
     assert history_argv[history_argv.index("-limit") + 1] == "1"
@@ -231,10 +218,10 @@ def test_query_queue4_with_one_proc_removed_while_idle() -> None:
 
 def test_query_queue4_done_counts() -> None:
     conn = FakeConnection({
-        "condor_history": [ok(fixture("backend-live-queue4-rm-one-history.json"))],
+        "condor_history": [completed(fixture("backend-live-queue4-rm-one-history.json"))],
     })
     ref = queue4_ref()
-    tasks = HTCondorBackend().query(conn, [ref], timeout=5)[ref.key]
+    tasks = SCHEDULER.query(conn, [ref], deadline=deadline(5))[ref.key]
     summary = aggregate.summarize(tasks, expected=ref.expected_tasks, single=False,
                                   seconds_since_submit=30)
     assert (summary.succeeded, summary.cancelled, summary.failed, summary.active) == (3, 1, 0, 0)
@@ -249,17 +236,17 @@ def test_query_queue4_done_counts() -> None:
 def test_history_is_skipped_while_every_proc_is_active() -> None:
     queued = json.loads(fixture("backend-live-queue4-rm-one-queue-after-rm.json"))
     queued.append(dict(queued[0], ProcId=2, JobStatus=2))
-    conn = FakeConnection({"condor_q": [ok(json.dumps(queued))]})
+    conn = FakeConnection({"condor_q": [completed(json.dumps(queued))]})
     ref = queue4_ref()
-    tasks = HTCondorBackend().query(conn, [ref], timeout=5)[ref.key]
+    tasks = SCHEDULER.query(conn, [ref], deadline=deadline(5))[ref.key]
     assert conn.programs() == ["condor_q"]
-    assert len(tasks) == 4 and all(t.outcome.active for t in tasks)
+    assert len(tasks) == 4 and all(t.outcome.is_active for t in tasks)
 
 
 def test_one_condor_q_and_one_condor_history_for_many_attempts() -> None:
     refs = [JobRef(key, "1", ()) for key in LIVE_KEYS.values()]
     conn = FakeConnection({})
-    result = HTCondorBackend().query(conn, refs, timeout=5)
+    result = SCHEDULER.query(conn, refs, deadline=deadline(5))
     assert conn.programs() == ["condor_q", "condor_history"]
     assert set(result) == set(LIVE_KEYS.values())
     queue, history = (argv[argv.index("-constraint") + 1] for argv, _ in conn.calls)
@@ -272,7 +259,7 @@ def test_one_condor_q_and_one_condor_history_for_many_attempts() -> None:
 
 def test_nothing_visible_yet_is_an_empty_answer() -> None:
     ref = JobRef(LIVE_KEYS["exit0"], "15", ("15.0",))
-    assert HTCondorBackend().query(FakeConnection({}), [ref], timeout=5) == {ref.key: []}
+    assert SCHEDULER.query(FakeConnection({}), [ref], deadline=deadline(5)) == {ref.key: []}
 
 
 def test_history_replaces_a_lingering_removed_proc_but_not_an_active_one() -> None:
@@ -283,42 +270,42 @@ def test_history_replaces_a_lingering_removed_proc_but_not_an_active_one() -> No
     history = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 3, "HpcbridgeKey": key,
                 "RemoveReason": "via condor_rm (by user submitter)", "EnteredCurrentStatus": 5},
                {"ClusterId": 15, "ProcId": 1, "JobStatus": 4, "ExitCode": 0, "HpcbridgeKey": key}]
-    conn = FakeConnection({"condor_q": [ok(json.dumps(queued))],
-                           "condor_history": [ok(json.dumps(history))]})
+    conn = FakeConnection({"condor_q": [completed(json.dumps(queued))],
+                           "condor_history": [completed(json.dumps(history))]})
     ref = JobRef(key, "15", ("15.0", "15.1"))
-    tasks = by_task(HTCondorBackend().query(conn, [ref], timeout=5)[key])
+    tasks = by_task(SCHEDULER.query(conn, [ref], deadline=deadline(5))[key])
     assert tasks["15.0"].end_time == "1970-01-01T00:00:05Z"  # the history ad
     assert tasks["15.1"].outcome is Outcome.RUNNING  # the queue wins while active
 
 
 def test_a_proc_in_neither_while_its_siblings_are_seen_is_settling() -> None:
-    conn = FakeConnection({"condor_history": [ok(json.dumps(
+    conn = FakeConnection({"condor_history": [completed(json.dumps(
         json.loads(fixture("backend-live-queue4-rm-one-history.json"))[:3]))]})
     ref = queue4_ref()
-    tasks = by_task(HTCondorBackend().query(conn, [ref], timeout=5)[ref.key])
+    tasks = by_task(SCHEDULER.query(conn, [ref], deadline=deadline(5))[ref.key])
     assert tasks["16.2"].outcome is Outcome.PENDING
     assert "neither" in tasks["16.2"].message
 
 
 def test_ads_of_another_cluster_with_the_same_key_are_ignored() -> None:
     ads = json.loads(fixture("backend-live-exit3-history.json"))
-    conn = FakeConnection({"condor_history": [ok(json.dumps(ads))]})
+    conn = FakeConnection({"condor_history": [completed(json.dumps(ads))]})
     ref = JobRef(LIVE_KEYS["exit3"], "99", ("99.0",))
-    assert HTCondorBackend().query(conn, [ref], timeout=5)[ref.key] == []
+    assert SCHEDULER.query(conn, [ref], deadline=deadline(5))[ref.key] == []
 
 
 def test_a_failing_condor_q_is_a_scheduler_error() -> None:
     [(rc, out, err)] = sections("backend-live-messages-23.9.6.txt")["condor_q -json"]
-    conn = FakeConnection({"condor_q": [ok(out, err, rc)]})
+    conn = FakeConnection({"condor_q": [completed(out, err, rc)]})
     with pytest.raises(SchedulerError, match="CEDAR:6001"):
-        HTCondorBackend().query(conn, [queue4_ref()], timeout=5)
+        SCHEDULER.query(conn, [queue4_ref()], deadline=deadline(5))
 
 
 def test_one_condor_q_for_any_number_of_attempts_and_history_keys_chunked() -> None:
     refs = [JobRef(f"{i:08d}-0000-0000-0000-000000000000-1", str(i + 1), (f"{i + 1}.0",))
             for i in range(1000)]
     conn = FakeConnection({})
-    HTCondorBackend().query(conn, refs, timeout=5)
+    SCHEDULER.query(conn, refs, deadline=deadline(5))
     assert conn.programs() == ["condor_q"] + ["condor_history"] * 3
     assert max(len(" ".join(argv)) for argv, _ in conn.calls) < 20_000
 
@@ -327,9 +314,9 @@ def test_asked_alone_an_attempt_gets_a_condor_q_of_its_key_only() -> None:
     asked, other = LIVE_KEYS["exit0"], LIVE_KEYS["held"]
     ads = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 2, "HpcbridgeKey": asked},
            {"ClusterId": 16, "ProcId": 0, "JobStatus": 1, "HpcbridgeKey": other}]
-    conn = FakeConnection({"condor_q": [ok(json.dumps(ads))]})
-    result = HTCondorBackend().query(conn, [JobRef(asked, "15", ("15.0",))], timeout=5,
-                                     whole_queue=False)
+    conn = FakeConnection({"condor_q": [completed(json.dumps(ads))]})
+    result = SCHEDULER.query(conn, [JobRef(asked, "15", ("15.0",))], deadline=deadline(5),
+                             whole_queue=False)
     argv = conn.calls[0][0]
     assert argv[argv.index("-constraint") + 1] == key_constraint([asked])
     assert set(result) == {asked}
@@ -339,8 +326,8 @@ def test_the_queue_listing_also_answers_attempts_not_asked_about() -> None:
     asked, other = LIVE_KEYS["exit0"], LIVE_KEYS["held"]
     ads = [{"ClusterId": 15, "ProcId": 0, "JobStatus": 2, "HpcbridgeKey": asked},
            {"ClusterId": 16, "ProcId": 0, "JobStatus": 1, "HpcbridgeKey": other}]
-    conn = FakeConnection({"condor_q": [ok(json.dumps(ads))]})
-    result = HTCondorBackend().query(conn, [JobRef(asked, "15", ("15.0",))], timeout=5)
+    conn = FakeConnection({"condor_q": [completed(json.dumps(ads))]})
+    result = SCHEDULER.query(conn, [JobRef(asked, "15", ("15.0",))], deadline=deadline(5))
     assert conn.programs() == ["condor_q"]
     assert [(t.task_id, t.outcome) for t in result[asked]] == [("15.0", Outcome.RUNNING)]
     assert [(t.task_id, t.outcome) for t in result[other]] == [("16.0", Outcome.PENDING)]
@@ -360,8 +347,8 @@ def test_active_jobs_are_the_active_clusters_of_the_uid() -> None:
     held = json.loads(fixture("backend-live-held-queue-held.json"))
     ads = [*held, dict(held[0], ClusterId=9, JobStatus=2), dict(held[0], ClusterId=9, ProcId=1),
            dict(held[0], ClusterId=30, JobStatus=3)]
-    conn = FakeConnection({"condor_q": [ok(json.dumps(ads))]})
-    assert HTCondorBackend().active_jobs(conn, uid, timeout=5) == ["9", "17"]
+    conn = FakeConnection({"condor_q": [completed(json.dumps(ads))]})
+    assert SCHEDULER.active_jobs(conn, uid, deadline=deadline(5)) == ["9", "17"]
     argv = conn.calls[0][0]
     assert argv[argv.index("-constraint") + 1] == (
         f'substr(HpcbridgeKey, 0, {len(uid) + 1}) == "{uid}-"'
@@ -370,10 +357,10 @@ def test_active_jobs_are_the_active_clusters_of_the_uid() -> None:
 
 def test_cancel_runs_condor_rm_once() -> None:
     removal = "All jobs in cluster 9 have been marked for removal\n"
-    conn = FakeConnection({"condor_rm": [ok(removal)]})
-    HTCondorBackend().cancel(conn, ["9", "17"], timeout=5)
+    conn = FakeConnection({"condor_rm": [completed(removal)]})
+    SCHEDULER.cancel(conn, ["9", "17"], deadline=deadline(5))
     assert conn.calls[0][0] == ["condor_rm", "9", "17"]
-    HTCondorBackend().cancel(conn, [], timeout=5)
+    SCHEDULER.cancel(conn, [], deadline=deadline(5))
     assert len(conn.calls) == 1
 
 
@@ -381,9 +368,9 @@ def test_cancel_of_jobs_already_gone_succeeds() -> None:
     messages = sections("backend-live-messages-23.9.6.txt")
     for command in ("condor_rm 99999", "condor_rm 14.0"):
         [(rc, out, err)] = messages[command]
-        conn = FakeConnection({"condor_rm": [ok(out, err, rc)]})
-        HTCondorBackend().cancel(conn, ["99999"], timeout=5)
-    gone = ok(err="\nCouldn't find/remove all jobs in cluster 99999\n", status=1)
+        conn = FakeConnection({"condor_rm": [completed(out, err, rc)]})
+        SCHEDULER.cancel(conn, ["99999"], deadline=deadline(5))
+    gone = completed(err="\nCouldn't find/remove all jobs in cluster 99999\n", status=1)
     assert rm_gone_only(gone)
 
 
@@ -392,53 +379,52 @@ def test_cancel_fails_when_the_schedd_cannot_be_asked_or_refuses() -> None:
     denied = sections("backend-live-messages-23.9.6.txt")["condor_rm 7"]
     assert len(unreachable) == 3
     for rc, out, err in [*unreachable, *denied]:
-        conn = FakeConnection({"condor_rm": [ok(out, err, rc)]})
+        conn = FakeConnection({"condor_rm": [completed(out, err, rc)]})
         with pytest.raises(SchedulerError):
-            HTCondorBackend().cancel(conn, ["8"], timeout=5)
+            SCHEDULER.cancel(conn, ["8"], deadline=deadline(5))
 
 
 # --- ids ---------------------------------------------------------------------------------------
 
 
 def test_ids_and_expected_procs() -> None:
-    backend = HTCondorBackend()
-    assert backend.job_id("15.3") == "15"
-    assert backend.job_id("15") == "15"
-    spec = parse_spec(raw_spec(htcondor={"queue": 3}))
-    assert backend.expected_tasks(spec, "15") == ("15.0", "15.1", "15.2")
-    assert backend.expected_tasks(parse_spec(raw_spec()), "7") == ("7.0",)
-    assert backend.job_name(f"{UID}-2") == f"{UID}-2"
-    assert isinstance(backends.for_name("htcondor"), HTCondorBackend)
-    assert backends.for_name("htcondor").name == "htcondor"
+    assert SCHEDULER.job_id("15.3") == "15"
+    assert SCHEDULER.job_id("15") == "15"
+    spec = spec_of(raw_spec("htcondor", htcondor={"queue": 3}))
+    assert SCHEDULER.expected_tasks(spec.options, "15") == ("15.0", "15.1", "15.2")
+    assert SCHEDULER.expected_tasks(spec_of(raw_spec("htcondor")).options, "7") == ("7.0",)
+    assert REGISTRY["htcondor"] is SCHEDULER
+    assert isinstance(REGISTRY["htcondor"], HTCondorRules)
+    assert REGISTRY["htcondor"].name == "htcondor"
 
 
 # --- submission --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("line", "kind", "job_id"), [
-    ("submitted 23.0\n", Submitted.NEW, "23"),
-    ("existing 23.0\n", Submitted.EXISTING, "23"),
-    ("existing 23\n", Submitted.EXISTING, "23"),  # recorded by the lookup
-    ("inflight\n", Submitted.IN_FLIGHT, ""),
-    ("transient ERROR: Can't find address of local schedd\n", Submitted.TRANSIENT, ""),
-    ("refused ERROR: Parse error in expression: Requirements = ((()\n", Submitted.REFUSED, ""),
-    ("submitted -\n", Submitted.REFUSED, ""),
+@pytest.mark.parametrize(("line", "answer", "job_id"), [
+    ("submitted 23.0\n", SubmitAnswer.SUBMITTED, "23"),
+    ("existing 23.0\n", SubmitAnswer.EXISTING, "23"),
+    ("existing 23\n", SubmitAnswer.EXISTING, "23"),  # recorded by the lookup
+    ("inflight\n", SubmitAnswer.IN_FLIGHT, ""),
+    ("transient ERROR: Can't find address of local schedd\n", SubmitAnswer.TRANSIENT, ""),
+    ("refused ERROR: Parse error in expression: Requirements = ((()\n", SubmitAnswer.REFUSED, ""),
+    ("submitted -\n", SubmitAnswer.REFUSED, ""),
 ])
-def test_submit_outcome(line: str, kind: Submitted, job_id: str) -> None:
-    outcome = submit_outcome(ok(line))
-    assert (outcome.kind, outcome.job_id) == (kind, job_id)
+def test_submit_outcome(line: str, answer: SubmitAnswer, job_id: str) -> None:
+    outcome = submit_outcome(completed(line))
+    assert (outcome.answer, outcome.job_id) == (answer, job_id)
 
 
 def test_a_broken_guard_run_is_a_scheduler_error() -> None:
     with pytest.raises(SchedulerError, match="no space"):
-        submit_outcome(ok(err="sh: no space left on device\n", status=1))
+        submit_outcome(completed(err="sh: no space left on device\n", status=1))
 
 
 def test_submit_is_one_guarded_command_with_script_and_description_on_stdin() -> None:
     job = request(htcondor={"queue": 2})
-    conn = FakeConnection({"sh": [ok("submitted 41.0\n")]})
-    outcome = HTCondorBackend().submit(conn, job, timeout=10)
-    assert (outcome.kind, outcome.job_id) == (Submitted.NEW, "41")
+    conn = FakeConnection({"hpcbridge-submit": [completed("submitted 41.0\n")]})
+    outcome = SCHEDULER.submit(conn, job, deadline=deadline(10))
+    assert (outcome.answer, outcome.job_id) == (SubmitAnswer.SUBMITTED, "41")
     [(argv, stdin)] = conn.calls
     description = submit_description(job).encode()
     script = job.spec.script.encode()
@@ -462,7 +448,7 @@ def _stand_ins(tmp_path: Path, **programs: str) -> dict[str, str]:
 
 def _lookup(tmp_path: Path, **programs: str) -> subprocess.CompletedProcess[str]:
     env = _stand_ins(tmp_path, **programs)
-    return subprocess.run(["sh", "-c", lookup_command("k-1")], env=env, capture_output=True,
+    return subprocess.run(["sh", "-c", lookup("k-1")], env=env, capture_output=True,
                           text=True, check=False)
 
 
@@ -494,8 +480,8 @@ def _guarded_submit(tmp_path: Path, condor_submit: str) -> tuple[str, Path]:
         remote_dir=job.remote_dir,
         files=[("script", job.spec.script.encode()),
                ("submit.sub", submit_description(job).encode())],
-        submit=SUBMIT, lookup=lookup_command(job.key), transient=TRANSIENT_ERRORS,
-        stale_seconds=guard.STALE_SECONDS,
+        submit=SUBMIT, lookup=lookup(job.key), transient=TRANSIENT_ERRORS,
+        stale_seconds=job.guard_stale,
     )
     env = _stand_ins(tmp_path, condor_submit=condor_submit)
     result = subprocess.run(argv, input=stdin, env=env, capture_output=True, check=False)
@@ -506,29 +492,29 @@ def test_guarded_submit_records_the_first_job_id(tmp_path: Path) -> None:
     out, attempt = _guarded_submit(
         tmp_path, 'cat > seen.sub; [ -x script ] || exit 7; echo "23.0 - 23.3"')
     assert out == "submitted 23.0\n"
-    assert submit_outcome(ok(out)).job_id == "23"
+    assert submit_outcome(completed(out)).job_id == "23"
     assert (attempt / "jobid").read_text() == "23.0\n"
     assert (attempt / "seen.sub").read_text() == (attempt / "submit.sub").read_text()
     assert os.stat(attempt / "script").st_mode & 0o777 == 0o700
 
 
-@pytest.mark.parametrize(("command", "index", "kind"), [
-    ("condor_submit -terse", 0, Submitted.TRANSIENT),  # dead port
-    ("condor_submit -terse", 1, Submitted.TRANSIENT),  # dead shared-port socket
-    ("condor_submit -terse", 2, Submitted.TRANSIENT),  # no address, no collector
-    ("condor_submit -terse", 3, Submitted.REFUSED),  # parse error
+@pytest.mark.parametrize(("command", "index", "answer"), [
+    ("condor_submit -terse", 0, SubmitAnswer.TRANSIENT),  # dead port
+    ("condor_submit -terse", 1, SubmitAnswer.TRANSIENT),  # dead shared-port socket
+    ("condor_submit -terse", 2, SubmitAnswer.TRANSIENT),  # no address, no collector
+    ("condor_submit -terse", 3, SubmitAnswer.REFUSED),  # parse error
 ])
 def test_guarded_submit_classifies_real_errors(
-    tmp_path: Path, command: str, index: int, kind: Submitted
+    tmp_path: Path, command: str, index: int, answer: SubmitAnswer
 ) -> None:
     rc, _, err = sections("backend-live-messages-23.9.6.txt")[command][index]
     (tmp_path / "err.txt").write_text(err)
     out_text, attempt = _guarded_submit(
         tmp_path, f"cat >/dev/null; cat {tmp_path}/err.txt >&2; exit {rc}")
-    outcome = submit_outcome(ok(out_text))
-    assert outcome.kind is kind
+    outcome = submit_outcome(completed(out_text))
+    assert outcome.answer is answer
     assert "\n" not in outcome.message and outcome.message.startswith("ERROR: ")
-    if kind is Submitted.REFUSED:
+    if answer is SubmitAnswer.REFUSED:
         assert outcome.message.startswith("ERROR: Parse error in expression: Requirements = ((()")
         assert (attempt / "refused").exists()
     else:
@@ -593,7 +579,7 @@ def test_a_users_periodic_remove_is_combined_with_the_time_limit() -> None:
     assert "periodic_remove = NumJobStarts > 3" in description_lines(alone)
 
 
-@pytest.mark.parametrize("key", [*sorted(RESERVED_HTCONDOR_KEYS), "Executable", "+HPCBRIDGEKEY",
+@pytest.mark.parametrize("key", [*sorted(RESERVED_KEYS), "Executable", "+HPCBRIDGEKEY",
                                  "MY.HpcbridgeKey", "Queue"])
 def test_reserved_keys_never_reach_the_description(key: str) -> None:
     with pytest.raises(SpecError, match="hpcbridge manages"):
@@ -646,15 +632,15 @@ def test_a_stopped_pool_reads_as_such() -> None:
     """Recorded with the pool's condor_master really stopped."""
     stopped = sections("backend-live-messages-schedd-stopped-23.9.6.txt")
     [(rc, out, err)] = stopped['condor_q -constraint HpcbridgeKey == "nope" -json']
-    conn = FakeConnection({"condor_q": [ok(out, err, rc)]})
+    conn = FakeConnection({"condor_q": [completed(out, err, rc)]})
     with pytest.raises(SchedulerError) as raised:
-        HTCondorBackend().query(conn, [queue4_ref()], timeout=5)
+        SCHEDULER.query(conn, [queue4_ref()], deadline=deadline(5))
     assert str(raised.value) == ("condor_q failed: Error: (null) (the condor_schedd is not "
                                  "running or cannot be found)")
     [(rc, out, err)] = stopped["condor_rm 8"]
     with pytest.raises(SchedulerError, match=r"condor_rm: \(null\)"):
-        HTCondorBackend().cancel(FakeConnection({"condor_rm": [ok(out, err, rc)]}), ["8"],
-                                 timeout=5)
+        SCHEDULER.cancel(FakeConnection({"condor_rm": [completed(out, err, rc)]}), ["8"],
+                         deadline=deadline(5))
     [(rc, out, err)] = stopped["condor_submit -terse"]
     assert rc == 1 and re.search(TRANSIENT_ERRORS, err)
     [(rc, out, _)] = stopped['condor_history -constraint HpcbridgeKey == "nope" -limit 1 -json']

@@ -85,7 +85,7 @@ def to_task(record: SlurmRecord) -> TaskState:
         exit_code=code if _job_outcome(outcome, reason) and not signal else None,
         submit_time=_time(record.submit_time),
         start_time=_time(record.start_time) if outcome is not Outcome.PENDING else None,
-        end_time=_time(record.end_time) if not outcome.active else None,
+        end_time=_time(record.end_time) if not outcome.is_active else None,
     )
 
 

@@ -17,9 +17,12 @@ reached the scheduler is then unknown and only the lookup can tell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
-STALE_SECONDS = 120
+from hooks.core.model import JobRequest, SchedulerError, SubmitAnswer, SubmitOutcome
+from hooks.deadline import Deadline
+from hooks.ssh.client import Completed, Remote
 
 PROGRAM = r"""
 set -u
@@ -95,6 +98,35 @@ def parse(output: str) -> tuple[str, str]:
     """The (verb, rest) of the program's answer line."""
     verb, _, rest = output.strip().partition(" ")
     return verb, rest.strip()
+
+
+def submit(
+    conn: Remote, job: JobRequest, *, files: Sequence[tuple[str, bytes]],
+    submit: Sequence[str], lookup: str, transient: str, deadline: Deadline,
+) -> Completed:
+    """Run one guarded submission of ``job``'s attempt (see ``command``)."""
+    argv, stdin = command(remote_dir=job.remote_dir, files=files, submit=submit, lookup=lookup,
+                          transient=transient, stale_seconds=job.guard_stale)
+    return conn.run(argv, stdin=stdin, deadline=deadline)
+
+
+def outcome(
+    result: Completed, *, job_id: re.Pattern[str], program: str,
+    detail: Callable[[Completed], str],
+) -> SubmitOutcome:
+    """The guard's answer. A job id is group 1 of ``job_id`` matched against what the submit
+    command (``program``) printed; a broken run is a ``SchedulerError`` with ``detail``."""
+    verb, rest = parse(result.out)
+    answers = {a.value: a for a in SubmitAnswer}
+    if result.exit_status != 0 or verb not in answers:
+        raise SchedulerError(detail(result) or f"submission exited {result.exit_status}")
+    answer = answers[verb]
+    if answer not in (SubmitAnswer.SUBMITTED, SubmitAnswer.EXISTING):
+        return SubmitOutcome(answer, message=rest)
+    match = job_id.match(rest)
+    if match is None:
+        return SubmitOutcome(SubmitAnswer.REFUSED, message=f"{program} printed {rest!r}")
+    return SubmitOutcome(answer, job_id=match.group(1), message=rest)
 
 
 CLEANUP = r"""

@@ -1,42 +1,21 @@
-"""The SLURM backend's pure parts: the sbatch command line, the guarded submission's answer,
+"""The SLURM scheduler package: the sbatch command line, the guarded submission's answer,
 and how squeue and sacct answers become task states (a fake connection, no SSH)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from hooks.backends import guard
-from hooks.backends.base import SchedulerError, Submitted
-from hooks.backends.slurm import SlurmBackend, sbatch_argv, submit_outcome
-from hooks.core.model import JobRef, JobRequest, Outcome, Reason
-from hooks.core.spec import parse_spec
+from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
+from hooks.schedulers import REGISTRY, guard
+from hooks.schedulers.slurm import SCHEDULER
+from hooks.schedulers.slurm.commands import sbatch_argv
+from hooks.schedulers.slurm.remote import submit_outcome
 from hooks.ssh.client import Completed
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "slurm"
-UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
-
-
-def recorded(name: str) -> str:
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
-    return "".join(line for line in lines if not line.startswith("#"))
-
-
-def job(attempt: int = 1, **spec: Any) -> JobRequest:
-    raw = {
-        "backend": "slurm",
-        "cluster": {"host": "login.hpc.example.org", "secretRef": {"name": "hpc-login"}},
-        "script": "#!/bin/bash\necho hi\n",
-        **spec,
-    }
-    return JobRequest("research", "hello", UID, attempt, parse_spec(raw))
+from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, recorded
 
 
 def test_sbatch_argv_carries_the_attempts_identity() -> None:
-    argv = sbatch_argv(job(attempt=3), f"hpcb-{UID}-3")
+    argv = sbatch_argv(job(attempt=3))
     assert argv[:2] == ["sbatch", "--parsable"]
     assert f"--job-name=hpcb-{UID}-3" in argv
     assert "--comment=research/hello" in argv
@@ -51,8 +30,7 @@ def test_sbatch_argv_maps_resources_and_options() -> None:
             resources={"cpus": 2, "memory": "4Gi", "gpus": 1, "timeLimit": "1d12h", "nodes": 1},
             slurm={"partition": "debug", "account": "research", "qos": "normal",
                    "array": "0-3"},
-        ),
-        "n",
+        )
     )
     for expected in (
         "--cpus-per-task=2", "--mem=4096M", "--gpus=1", "--time=1-12:00:00", "--nodes=1",
@@ -63,14 +41,12 @@ def test_sbatch_argv_maps_resources_and_options() -> None:
 
 
 def test_sbatch_argv_puts_extra_args_last_as_separate_arguments() -> None:
-    argv = sbatch_argv(
-        job(slurm={"extraArgs": ["--constraint=haswell", "--mail-type=END"]}), "n"
-    )
+    argv = sbatch_argv(job(slurm={"extraArgs": ["--constraint=haswell", "--mail-type=END"]}))
     assert argv[-3:] == ["--constraint=haswell", "--mail-type=END", "script"]
 
 
 def test_sbatch_argv_leaves_unset_options_out() -> None:
-    argv = sbatch_argv(job(), "n")
+    argv = sbatch_argv(job())
     assert not [a for a in argv if a.startswith(("--mem", "--time", "--array", "--partition"))]
 
 
@@ -79,45 +55,56 @@ def test_guarded_submission_sends_the_script_on_stdin_and_never_in_argv() -> Non
     request = job(script=script)
     argv, stdin = guard.command(
         remote_dir=request.remote_dir, files=[("script", script.encode())],
-        submit=sbatch_argv(request, "n"), lookup="true", transient="x",
-        stale_seconds=guard.STALE_SECONDS,
+        submit=sbatch_argv(request), lookup="true", transient="x",
+        stale_seconds=request.guard_stale,
     )
     assert stdin == script.encode()
     assert not any(script in arg for arg in argv)
     assert request.remote_dir in argv
-    assert argv[-len(sbatch_argv(request, "n")):] == sbatch_argv(request, "n")
+    assert argv[-len(sbatch_argv(request)):] == sbatch_argv(request)
 
 
-def completed(out: str = "", err: str = "", status: int = 0) -> Completed:
-    return Completed(status, out.encode(), err.encode())
+def test_submit_is_one_guarded_command_with_the_jobs_staleness() -> None:
+    request = job(attempt=2)
+    conn = FakeConnection({"hpcbridge-submit": [completed("submitted 4242\n")]})
+    outcome = SCHEDULER.submit(conn, request, deadline=deadline(10))
+    assert (outcome.answer, outcome.job_id) == (SubmitAnswer.SUBMITTED, "4242")
+    [(argv, stdin)] = conn.calls
+    assert stdin == request.spec.script.encode()
+    assert argv[:5] == ["sh", "-c", guard.PROGRAM, "hpcbridge-submit", request.remote_dir]
+    assert argv[5] == str(request.guard_stale)
+    assert argv[-len(sbatch_argv(request)):] == sbatch_argv(request)
 
 
 @pytest.mark.parametrize(
-    ("result", "kind", "job_id", "message"),
+    ("result", "answer", "job_id", "message"),
     [
-        pytest.param(completed("submitted 4242\n"), Submitted.NEW, "4242", "4242", id="new"),
-        pytest.param(completed("existing 4242\n"), Submitted.EXISTING, "4242", "4242",
+        pytest.param(completed("submitted 4242\n"), SubmitAnswer.SUBMITTED, "4242", "4242",
+                     id="new"),
+        pytest.param(completed("existing 4242\n"), SubmitAnswer.EXISTING, "4242", "4242",
                      id="existing"),
-        pytest.param(completed("inflight\n"), Submitted.IN_FLIGHT, "", "", id="in-flight"),
+        pytest.param(completed("inflight\n"), SubmitAnswer.IN_FLIGHT, "", "", id="in-flight"),
         pytest.param(
             completed("refused sbatch: error: Batch job submission failed: Invalid partition "
                       "name specified\n"),
-            Submitted.REFUSED, "",
+            SubmitAnswer.REFUSED, "",
             "sbatch: error: Batch job submission failed: Invalid partition name specified",
             id="refused",
         ),
         pytest.param(
             completed("transient sbatch: error: Unable to contact slurm controller\n"),
-            Submitted.TRANSIENT, "", "sbatch: error: Unable to contact slurm controller",
+            SubmitAnswer.TRANSIENT, "", "sbatch: error: Unable to contact slurm controller",
             id="transient",
         ),
-        pytest.param(completed("submitted 4;cluster\n"), Submitted.REFUSED, "",
+        pytest.param(completed("submitted 4;cluster\n"), SubmitAnswer.REFUSED, "",
                      "sbatch printed '4;cluster'", id="not-a-number"),
     ],
 )
-def test_submit_outcome(result: Completed, kind: Submitted, job_id: str, message: str) -> None:
+def test_submit_outcome(
+    result: Completed, answer: SubmitAnswer, job_id: str, message: str
+) -> None:
     outcome = submit_outcome(result)
-    assert (outcome.kind, outcome.job_id, outcome.message) == (kind, job_id, message)
+    assert (outcome.answer, outcome.job_id, outcome.message) == (answer, job_id, message)
 
 
 @pytest.mark.parametrize(
@@ -136,25 +123,14 @@ def test_submit_outcome_raises_scheduler_error(result: Completed, message: str) 
     assert str(caught.value) == message
 
 
-class FakeConnection:
-    """Answers squeue and sacct with canned text and records what was run."""
-
-    def __init__(self, squeue: Completed, sacct: Completed | None = None) -> None:
-        self.answers = {"squeue": squeue, "sacct": sacct or completed("")}
-        self.commands: list[Sequence[str]] = []
-
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float) -> Completed:
-        self.commands.append(argv)
-        command = "sacct" if "sacct" in argv else "squeue"
-        return self.answers[command]
-
-    @property
-    def ran_sacct(self) -> bool:
-        return any("sacct" in argv for argv in self.commands)
+def slurm(squeue: Completed, sacct: Completed | None = None) -> FakeConnection:
+    """A connection whose squeue answers ``squeue`` and whose sacct answers ``sacct`` (an
+    empty success when not given)."""
+    return FakeConnection({"squeue": [squeue], "sacct": [sacct] if sacct else []})
 
 
-def query(conn: FakeConnection, key: str, job_id: str) -> list[Any]:
-    tasks = SlurmBackend().query(conn, [JobRef(key, job_id)], timeout=5)  # type: ignore[arg-type]
+def query(conn: FakeConnection, key: str, job_id: str) -> list[TaskState]:
+    tasks = SCHEDULER.query(conn, [JobRef(key, job_id)], deadline=deadline(5))
     return sorted(tasks[key], key=lambda t: t.task_id)
 
 
@@ -164,51 +140,52 @@ def line(task_id: str, name: str, state: str, reason: str = "None") -> str:
 
 
 def test_query_reads_squeue_while_the_job_is_active() -> None:
-    conn = FakeConnection(completed(line("4242", f"hpcb-{UID}-1", "RUNNING")))
+    conn = slurm(completed(line("4242", f"hpcb-{UID}-1", "RUNNING")))
     task, = query(conn, f"{UID}-1", "4242")
     assert (task.task_id, task.outcome) == ("4242", Outcome.RUNNING)
-    assert not conn.ran_sacct
+    assert "sacct" not in conn.programs()
 
 
 def test_query_falls_back_to_sacct_after_min_job_age() -> None:
     sacct = f"4242|hpcb-{UID}-1|FAILED|3:0|2026-11-22T10:00:00|2026-11-22T10:00:01|" \
             "2026-11-22T10:00:09|None\n"
-    conn = FakeConnection(completed(recorded("squeue.txt")), completed(sacct))
+    conn = slurm(completed(recorded("slurm", "squeue.txt")), completed(sacct))
     task, = query(conn, f"{UID}-1", "4242")
     assert (task.outcome, task.reason, task.exit_code) == (
         Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE, 3
     )
-    assert conn.ran_sacct
+    assert "sacct" in conn.programs()
 
 
 def test_query_ignores_other_jobs_of_the_login_user() -> None:
-    conn = FakeConnection(completed(recorded("squeue.txt")), completed(recorded("sacct.txt")))
+    conn = slurm(completed(recorded("slurm", "squeue.txt")),
+                 completed(recorded("slurm", "sacct.txt")))
     assert query(conn, f"{UID}-1", "4242") == []
 
 
 def test_query_also_answers_attempts_of_ours_not_asked_about() -> None:
     other = "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
     listing = line("4242", f"hpcb-{UID}-1", "RUNNING") + line("4300", f"hpcb-{other}", "PENDING")
-    conn = FakeConnection(completed(listing + recorded("squeue.txt")))
-    tasks = SlurmBackend().query(conn, [JobRef(f"{UID}-1", "4242")], timeout=5)  # type: ignore[arg-type]
+    conn = slurm(completed(listing + recorded("slurm", "squeue.txt")))
+    tasks = SCHEDULER.query(conn, [JobRef(f"{UID}-1", "4242")], deadline=deadline(5))
     assert set(tasks) == {f"{UID}-1", other}  # the login user's other jobs are not ours
     assert [(t.task_id, t.outcome) for t in tasks[other]] == [("4300", Outcome.PENDING)]
-    assert not conn.ran_sacct
+    assert "sacct" not in conn.programs()
 
 
 def test_query_of_one_attempt_alone_answers_that_attempt_only() -> None:
     other = "9c8d7e6f-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
     listing = line("4242", f"hpcb-{UID}-1", "RUNNING") + line("4300", f"hpcb-{other}", "PENDING")
-    conn = FakeConnection(completed(listing))
-    tasks = SlurmBackend().query(conn, [JobRef(f"{UID}-1", "4242")],  # type: ignore[arg-type]
-                                 timeout=5, whole_queue=False)
+    conn = slurm(completed(listing))
+    tasks = SCHEDULER.query(conn, [JobRef(f"{UID}-1", "4242")], deadline=deadline(5),
+                            whole_queue=False)
     assert set(tasks) == {f"{UID}-1"}
 
 
 def test_query_reads_compressed_array_records_from_sacct() -> None:
     name = f"hpcb-{UID}-1"
-    sacct = recorded("sacct.txt").replace("|parr|", f"|{name}|")
-    conn = FakeConnection(completed(""), completed(sacct))
+    sacct = recorded("slurm", "sacct.txt").replace("|parr|", f"|{name}|")
+    conn = slurm(completed(""), completed(sacct))
     tasks = query(conn, f"{UID}-1", "2")
     assert [(t.task_id, t.outcome) for t in tasks] == [
         ("2_0", Outcome.CANCELLED), ("2_2", Outcome.CANCELLED), ("2_3", Outcome.CANCELLED)
@@ -224,7 +201,7 @@ def test_query_reads_compressed_array_records_from_sacct() -> None:
 )
 def test_query_raises_when_the_scheduler_does_not_answer(squeue: Completed) -> None:
     with pytest.raises(SchedulerError, match="Unable to contact slurm controller"):
-        query(FakeConnection(squeue), f"{UID}-1", "4242")
+        query(slurm(squeue), f"{UID}-1", "4242")
 
 
 def test_active_jobs_lists_only_this_batchjobs_active_jobs_once_each() -> None:
@@ -234,6 +211,10 @@ def test_active_jobs_lists_only_this_batchjobs_active_jobs_once_each() -> None:
         + line("11_1", f"hpcb-{UID}-2", "PENDING", "JobHeldUser")
         + line("12", "hpcb-other-uid-1", "RUNNING")
     )
-    active = SlurmBackend().active_jobs(FakeConnection(completed(text)),  # type: ignore[arg-type]
-                                        UID, timeout=5)
+    active = SCHEDULER.active_jobs(slurm(completed(text)), UID, deadline=deadline(5))
     assert list(active) == ["11"]  # the array, for both its active tasks
+
+
+def test_the_registry_holds_the_slurm_scheduler() -> None:
+    assert REGISTRY["slurm"] is SCHEDULER
+    assert SCHEDULER.name == "slurm"

@@ -74,7 +74,7 @@ def to_task(record: CondorRecord) -> TaskState:
         exit_code=exit_code,
         submit_time=_iso(record.submit_time),
         start_time=_iso(record.start_time),
-        end_time=_iso(record.end_time) if not outcome.active else None,
+        end_time=_iso(record.end_time) if not outcome.is_active else None,
     )
 
 

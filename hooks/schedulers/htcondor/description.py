@@ -17,8 +17,9 @@ The shadow evaluates the expression on each update from the starter and the sche
 
 from __future__ import annotations
 
-from hooks.core.htcondor_states import TIME_LIMIT_MARKER
 from hooks.core.model import JobRequest
+from hooks.schedulers.htcondor.rules import HTCondorOptions
+from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER
 
 OUTPUT = "$(Cluster).$(Process).out"
 ERROR = "$(Cluster).$(Process).err"
@@ -69,6 +70,7 @@ def submit_description(job: JobRequest) -> str:
     of theirs is combined with the time limit by ``||`` so that neither is lost.
     """
     spec, res = job.spec, job.spec.resources
+    opts: HTCondorOptions = spec.options
     lines = [
         f"# hpcbridge: {job.namespace}/{job.name} attempt {job.attempt}",
         "universe = vanilla",
@@ -88,13 +90,13 @@ def submit_description(job: JobRequest) -> str:
         lines.append(f"request_gpus = {res.gpus}")
     if spec.logs_follow:
         lines += ["stream_output = true", "stream_error = true"]
-    theirs = [(k, v) for k, v in spec.htcondor.submit_options if k.lower() != PERIODIC_REMOVE]
-    removes = [v for k, v in spec.htcondor.submit_options if k.lower() == PERIODIC_REMOVE]
+    theirs = [(k, v) for k, v in opts.submit_options if k.lower() != PERIODIC_REMOVE]
+    removes = [v for k, v in opts.submit_options if k.lower() == PERIODIC_REMOVE]
     if res.time_limit_seconds:
         removes.insert(0, time_limit_expression(res.time_limit_seconds))
     if removes:
         combined = removes[0] if len(removes) == 1 else " || ".join(f"({r})" for r in removes)
         lines.append(f"{PERIODIC_REMOVE} = {combined}")
     lines += [f"{key} = {value}" for key, value in theirs]
-    lines.append(f"queue {spec.htcondor.queue}")
+    lines.append(f"queue {opts.queue}")
     return "\n".join(lines) + "\n"

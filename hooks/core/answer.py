@@ -1,0 +1,55 @@
+"""The complete answer to a sync or finalize call: status, log Pod and when to sync again.
+
+A 200 answer replaces status and children wholesale, so every answer built here carries the
+complete status and the complete list of children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from hooks.core import children, response, status
+from hooks.core.model import JobRequest
+from hooks.core.request import Call
+from hooks.core.status import Status
+from hooks.core.steps import Answer
+
+
+def build(
+    call: Call, new: Status, *, next_attempt_due: bool = False, finalized: bool | None = None,
+    resync: float | None = None, notes: Sequence[str] = (), gave_up: bool = False,
+) -> Answer:
+    """The answer carrying ``new``; a finalize call fixes ``finalized`` and its own resync.
+    Pure: no I/O."""
+    pods = _children(call, new)
+    logs_pod = pods[0]["metadata"]["name"] if pods else None
+    if new.logs_pod != logs_pod:
+        new = replace(new, logs_pod=logs_pod)
+    raw = status.to_raw(
+        new, previous=call.previous_raw, now=response.format_time(call.now),
+        generation=call.generation if call.shape == "decorator" else None,
+    )
+    if resync is None:
+        resync = response.resync_after(new, previous=call.previous_raw, uid=call.uid,
+                                       now=call.now, next_attempt_due=next_attempt_due)
+    body = response.envelope(call.shape, status=raw, children=pods, resync=resync,
+                             finalized=finalized)
+    return Answer(body, new, tuple(notes), gave_up)
+
+
+def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
+    """The log Pod the status implies: the current attempt's once it is due, else the one
+    observed (the previous attempt's keeps its logs visible until it is replaced)."""
+    spec = call.parsed.spec
+    if spec is not None and not spec.logs_pod:
+        return []
+    if spec is not None and children.pod_due(new, follow=spec.logs_follow):
+        if new.cluster is not None:
+            spec = replace(spec, backend=new.backend or spec.backend, cluster=new.cluster)
+        job = JobRequest(call.namespace, call.name, call.uid, new.attempt, spec,
+                         call.policy.guard_stale)
+        return [children.log_pod(job, job_ids=new.job_ids, image=call.policy.log_image)]
+    kept = children.carried_over(call.log_pod)
+    return [kept] if kept else []

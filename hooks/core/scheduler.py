@@ -1,0 +1,34 @@
+"""What the core needs of a scheduler: its name, its spec block, and how its job ids read.
+
+Each scheduler package (``hooks.schedulers.slurm``, ``hooks.schedulers.htcondor``) provides these
+pure rules next to its remote commands; the core receives them as arguments (the registry), so
+it never imports a scheduler and a new scheduler needs no change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from hooks.core.model import Resources
+
+
+class SchedulerRules(Protocol):
+    name: str
+
+    def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> Any:
+        """The scheduler's spec block (``{}`` when absent), validated with the resources it
+        constrains; raises ``hooks.core.spec.SpecError`` naming the field. Pure."""
+        ...
+
+    def expected_tasks(self, options: Any, job_id: str) -> tuple[str, ...]:
+        """The task ids a job submitted with ``options`` will show (array tasks, procs)."""
+        ...
+
+    def job_id(self, task_id: str) -> str:
+        """The id of the job (SLURM array, HTCondor cluster) a task id belongs to."""
+        ...
+
+
+Rules = Mapping[str, SchedulerRules]
+"""The schedulers by ``spec.backend`` name."""

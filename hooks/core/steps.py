@@ -1,0 +1,109 @@
+"""What a decision of the core asks the shell to do, and what it answers in the end.
+
+A hook call is decided by a pure function (``hooks.core.sync.decide``,
+``hooks.core.finalize.decide``) that returns either the ``Answer`` or a ``Step``: one remote
+action on one cluster plus the pure continuation ``then`` that turns the action's result into
+the next decision. The shell (``hooks.executor``) runs each step's action and feeds the result
+back, until an ``Answer`` comes out; it never decides anything itself. Results are the action's
+value (``SubmitOutcome``, the attempt's ``TaskState`` list, job ids, ``None`` for a cancel, the
+cleanup's word) or a ``Trouble`` when the cluster could not be asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hooks.core.model import JobRef, JobRequest, Reason, SubmitOutcome, TaskState
+from hooks.core.secret import Credentials
+from hooks.core.spec import Placement
+from hooks.core.status import Status
+
+
+@dataclass(frozen=True, slots=True)
+class Trouble:
+    """The cluster could not be asked: the typed reason and one sentence."""
+
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """Submit the attempt, guarded (answers ``SubmitOutcome``)."""
+
+    job: JobRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """Look the attempt up, through the shared status (answers its ``TaskState`` list)."""
+
+    ref: JobRef
+
+
+@dataclass(frozen=True, slots=True)
+class Track:
+    """Include the just submitted attempt in the shared status's next refresh."""
+
+    ref: JobRef
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Leave the attempt ``key`` out of the shared status's refreshes: it is over."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListActive:
+    """Every active job of the BatchJob ``uid`` (answers a tuple of job ids)."""
+
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancel these jobs (answers ``None``)."""
+
+    job_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    """Remove the BatchJob's remote directory ``root`` unless a submission younger than
+    ``stale`` seconds is in flight there (answers ``removed``, ``gone`` or ``busy``)."""
+
+    root: str
+    stale: int
+
+
+Action = Submit | Query | Track | Forget | ListActive | Cancel | Cleanup
+Result = SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Run ``action`` on the cluster of ``placement``, then decide with ``then``."""
+
+    placement: Placement
+    credentials: Credentials
+    action: Action
+    then: Callable[[Any], Decision]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The response body, the status it carries, and what the shell logs and counts."""
+
+    body: dict[str, Any]
+    status: Status
+    notes: tuple[str, ...] = ()
+    """Lines for the hook server's log (info)."""
+    gave_up: bool = False
+    """A deletion finished without reaching the cluster (logged as a warning and counted)."""
+
+
+Decision = Step | Answer

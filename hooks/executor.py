@@ -1,0 +1,164 @@
+"""The imperative shell: runs one customize, sync or finalize call.
+
+It parses the request into a ``Call``, lets the pure core decide (``hooks.core.sync``,
+``hooks.core.finalize``), runs each remote step the decision asks for — over the pooled SSH
+connection and the shared status, within one deadline for the whole call — and hands the
+result back, until the core answers. Trouble on the way (a wrong host key, an unreachable
+cluster, a scheduler that does not answer) comes back to the core as a typed ``Trouble``,
+which the core turns into a 200 answer with the last known state, never an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from hooks.core import finalize, request, sync
+from hooks.core.model import Reason, SchedulerError
+from hooks.core.steps import (
+    Answer,
+    Cancel,
+    Cleanup,
+    Decision,
+    Forget,
+    ListActive,
+    Query,
+    Step,
+    Submit,
+    Track,
+    Trouble,
+)
+from hooks.deadline import Deadline
+from hooks.runtime import Runtime
+from hooks.schedulers import guard
+from hooks.ssh import errors
+from hooks.ssh.client import OVERRUN, Remote, Target
+
+log = logging.getLogger(__name__)
+
+SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
+    errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,
+    errors.AuthenticationFailed: Reason.AUTHENTICATION_FAILED,
+    errors.BadCredentials: Reason.INVALID_SECRET,
+}
+SLOW = "The cluster answered too slowly."
+
+
+class Executor:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def customize(self, body: object) -> dict[str, Any]:
+        return request.customize(body)
+
+    def sync(self, body: object) -> dict[str, Any]:
+        """Answer a sync or finalize request (Metacontroller sends both shapes to either)."""
+        rt = self.runtime
+        rt.sweep_if_due()
+        call = request.parse_call(body, rules=rt.schedulers, policy=rt.policy, now=rt.clock())
+        if not call.finalizing:
+            return self._run(sync.decide(call)).body
+        try:
+            return self._run(finalize.decide(call)).body
+        except Exception:
+            # A bug must not keep a deleted BatchJob forever: past the grace, let it go.
+            if not finalize.past_grace(call):
+                raise
+            log.exception("finalizing %s/%s failed; giving up after the grace period",
+                          call.namespace, call.name)
+            return self._noted(finalize.give_up(call)).body
+
+    def _run(self, decision: Decision) -> Answer:
+        budget = Deadline.after(self.runtime.settings.sync_budget)
+        while isinstance(decision, Step):
+            decision = decision.then(self._act(decision, budget))
+        return self._noted(decision)
+
+    def _noted(self, answer: Answer) -> Answer:
+        for note in answer.notes:
+            (log.warning if answer.gave_up else log.info)("%s", note)
+        if answer.gave_up:
+            self.runtime.metrics.finalize_gave_up()
+        return answer
+
+    def _act(self, step: Step, budget: Deadline) -> object:
+        """Run the step's action; what fails on the way comes back as ``Trouble``."""
+        rt = self.runtime
+        scheduler = rt.schedulers[step.placement.backend]
+        cluster = step.placement.cluster
+        target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
+        key = step.credentials.fingerprint(target.host, target.port,
+                                           target.insecure_skip_host_key_check)
+        opener = self._opener(target, step, budget)
+        command = self._command_deadline(budget)
+        try:
+            match step.action:
+                case Query(ref):
+                    return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
+                case Track(ref):
+                    rt.cache.track(key, scheduler, ref)
+                    return None
+                case Forget(attempt):
+                    rt.cache.drop(key, scheduler, attempt)
+                    return None
+                case Submit(job):
+                    with opener(budget) as conn:
+                        outcome = scheduler.submit(conn, job, deadline=command())
+                    rt.metrics.submission(outcome.answer.value)
+                    return outcome
+                case ListActive(uid):
+                    with opener(budget) as conn:
+                        return tuple(scheduler.active_jobs(conn, uid, deadline=command()))
+                case Cancel(job_ids):
+                    with opener(budget) as conn:
+                        scheduler.cancel(conn, job_ids, deadline=command())
+                    return None
+                case Cleanup(root, stale):
+                    with opener(budget) as conn:
+                        return _cleanup(conn, root, stale, command())
+        except errors.SSHError as err:
+            reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
+            return Trouble(reason, err.message[:1].upper() + err.message[1:] + ".")
+        except SchedulerError as err:
+            return Trouble(Reason.CLUSTER_UNREACHABLE, f"The scheduler did not answer: {err}.")
+        except TimeoutError:
+            return Trouble(Reason.CLUSTER_UNREACHABLE, SLOW)
+        raise TypeError(f"unknown action {step.action!r}")
+
+    def _opener(
+        self, target: Target, step: Step, budget: Deadline
+    ) -> Callable[[Deadline], AbstractContextManager[Remote]]:
+        """Opens the pooled connection, connecting within the connect timeout if need be."""
+        pool, connect_timeout = self.runtime.pool, self.runtime.settings.connect_timeout
+
+        @contextmanager
+        def opener(deadline: Deadline) -> Iterator[Remote]:
+            deadline.require(1, "connecting")
+            with pool.open(target, step.credentials,
+                           deadline=deadline.within(connect_timeout)) as conn:
+                yield conn
+
+        return opener
+
+    def _command_deadline(self, budget: Deadline) -> Callable[[], Deadline]:
+        """The deadline of the next remote command: ``HPCBRIDGE_COMMAND_TIMEOUT`` plus what
+        a command may overrun it, or less if the call's budget ends first."""
+        timeout = self.runtime.settings.command_timeout
+
+        def command() -> Deadline:
+            budget.require(OVERRUN + 1, "a remote command")
+            return budget.within(timeout + OVERRUN)
+
+        return command
+
+
+def _cleanup(conn: Remote, root: str, stale: int, deadline: Deadline) -> str | Trouble:
+    result = conn.run(guard.cleanup_command(root=root, stale_seconds=stale), deadline=deadline)
+    word = result.out.strip()
+    if word in ("removed", "gone", "busy"):
+        return word
+    detail = (result.err.strip().splitlines() or ["no answer"])[-1][:200]
+    return Trouble(Reason.CLUSTER_UNREACHABLE,
+                   f"Removing the BatchJob's remote directory failed: {detail}")

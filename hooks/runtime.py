@@ -1,0 +1,83 @@
+"""Everything a hook server keeps between calls, built once by ``create_app`` and injected.
+
+The scheduler registry, the SSH connection pool, the shared status cache, the metrics and the
+clocks live in one ``Runtime``; nothing module-level holds state. Idle SSH connections and the
+shared status of clusters nobody asks about any more are dropped on one schedule
+(``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hooks.core.request import Policy
+from hooks.metrics import Metrics
+from hooks.schedulers import REGISTRY
+from hooks.schedulers.base import Registry
+from hooks.settings import Settings
+from hooks.ssh.pool import Connections, Pool
+from hooks.status_cache import StatusCache
+
+SWEEP_EVERY = 60.0
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    schedulers: Registry
+    metrics: Metrics
+    pool: Connections
+    cache: StatusCache
+    clock: Callable[[], datetime.datetime] = utcnow
+    """The wall clock of status times; deadlines and ages use the monotonic clock."""
+    _next_sweep: float = field(default=0.0, repr=False)
+    _sweeping: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def build(
+        cls, settings: Settings, *, schedulers: Registry = REGISTRY,
+        clock: Callable[[], datetime.datetime] = utcnow, pool: Connections | None = None,
+    ) -> Runtime:
+        """The runtime of ``settings``; tests hand in stand-in schedulers, clock and pool."""
+        metrics = Metrics()
+        return cls(
+            settings=settings,
+            schedulers=schedulers,
+            metrics=metrics,
+            pool=pool or Pool(metrics, max_channels=settings.max_channels),
+            cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
+            clock=clock,
+            _next_sweep=time.monotonic() + SWEEP_EVERY,
+        )
+
+    @property
+    def policy(self) -> Policy:
+        s = self.settings
+        return Policy(log_image=s.log_image, finalize_grace=s.finalize_grace,
+                      guard_stale=s.guard_stale)
+
+    def sweep(self) -> None:
+        """Drop idle connections and the shared status nobody asked about for a while."""
+        self.pool.evict_idle(self.settings.idle_seconds)
+        self.cache.evict_idle()
+
+    def sweep_if_due(self) -> None:
+        now = time.monotonic()
+        if now < self._next_sweep or not self._sweeping.acquire(blocking=False):
+            return
+        try:
+            self._next_sweep = now + SWEEP_EVERY
+            self.sweep()
+        finally:
+            self._sweeping.release()
+
+    def close(self) -> None:
+        self.pool.close()

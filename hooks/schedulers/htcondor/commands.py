@@ -1,0 +1,69 @@
+"""The HTCondor commands of an attempt, rendered as argv lists, constraints and shell text.
+Pure: no I/O."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE, classad_string
+from hooks.schedulers.htcondor.parse import ATTRIBUTES
+
+SUBMIT_PROGRAM = r"""
+chmod 700 script || exit
+condor_submit -terse < submit.sub 2> condor_submit.err
+rc=$?
+msg=$(tr -s '\n\t ' '   ' < condor_submit.err)
+msg=${msg# }; msg=${msg% }
+[ -z "$msg" ] || printf '%s\n' "$msg" >&2
+exit "$rc"
+"""
+"""Run by the guard in the attempt directory: make the script executable (the guard writes
+files without the exec bit, and a shared filesystem runs it in place), submit with the
+description on stdin (``condor_submit -`` would dump the job ad instead), and join condor_submit's
+multi-line errors (``ERROR: Parse error in expression:`` / the expression / a blank line) into
+one line, because the guard reports the last line of stderr."""
+SUBMIT = ("sh", "-c", SUBMIT_PROGRAM, "hpcbridge-condor-submit")
+TRANSIENT_ERRORS = (
+    "Failed to connect to local queue manager|Can't find address of local schedd|"
+    "Failed to commit job submission|CEDAR:600[0-9]|SECMAN:20[0-9][0-9]|"
+    "Connection refused|timed out|temporarily unavailable"
+)
+"""condor_submit's errors when the schedd cannot be asked (real 23.9.6 messages: schedd gone
+from its address ``Failed to connect to local queue manager`` + ``CEDAR:6001:Failed to connect
+to <...>`` or ``SECMAN:2011:...``; no address and no collector ``Can't find address of local
+schedd``), as opposed to a refused description (``ERROR: on Line 3 of submit file: ...``)."""
+KEY_CHUNK = 400
+"""Keys per condor_q/condor_history constraint: about 16 KB of command line at most."""
+OURS = f"{KEY_ATTRIBUTE} isnt undefined"
+"""Every job of ours in the queue: one condor_q answers for any number of attempts."""
+
+
+def ads(tool: str, constraint: str, extra: Sequence[str]) -> list[str]:
+    """condor_q or condor_history of the matching jobs, as JSON with the attributes we read."""
+    return [tool, "-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
+
+
+def lookup(key: str) -> str:
+    """Shell: print the cluster id of the attempt ``key`` from the queue, else the history.
+
+    Fails (non-zero) when condor_q or condor_history fails, so that the guard never takes a
+    stale guard over, and submits again, because the schedd could not be asked."""
+    constraint = shlex.quote(f"{KEY_ATTRIBUTE} == {classad_string(key)}")
+    return (
+        f"q=$(condor_q -constraint {constraint} -af ClusterId) || exit 1; "
+        f'[ -n "$q" ] || q=$(condor_history -constraint {constraint} -limit 1 -af ClusterId) '
+        '|| exit 1; printf "%s\\n" "$q" | head -n 1'
+    )
+
+
+def key_constraint(keys: Sequence[str]) -> str:
+    """A constraint matching the job ads of the attempts ``keys``."""
+    listed = classad_string(",".join(keys))
+    return f"{KEY_ATTRIBUTE} isnt undefined && stringListMember({KEY_ATTRIBUTE}, {listed}, \",\")"
+
+
+def batchjob_constraint(uid: str) -> str:
+    """A constraint matching every attempt of the BatchJob ``uid``."""
+    prefix = f"{uid}-"
+    return f"substr({KEY_ATTRIBUTE}, 0, {len(prefix)}) == {classad_string(prefix)}"

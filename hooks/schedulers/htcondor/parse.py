@@ -1,0 +1,124 @@
+"""Job ads from ``condor_q``/``condor_history -json``, filed by attempt. Pure: no I/O.
+
+Output is parsed from ``-json`` (reasons contain spaces, so ``-af`` columns are ambiguous);
+``condor_q -json`` prints nothing at all when nothing matches, ``condor_history -json``
+prints ``[ ]``. A proc in neither the queue nor the history while its siblings are visible is
+still settling (the schedd writes the history as the proc leaves the queue) and is reported
+pending, not lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hooks.core.model import JobRef, Outcome, SchedulerError, TaskState
+from hooks.schedulers.htcondor import states
+from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE
+from hooks.schedulers.htcondor.states import CondorRecord
+
+ATTRIBUTES = (
+    "ClusterId", "ProcId", "JobStatus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
+    "RemoveReason", "QDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus",
+    KEY_ATTRIBUTE,
+)
+HISTORY_LIMIT_UNKNOWN = 10000
+"""History ads to look for when an attempt's proc count is unknown (``queue`` is at most this)."""
+
+
+def parse_ads(text: str) -> list[tuple[str, CondorRecord]]:
+    """``-json`` output as (HpcbridgeKey, record) pairs; ads without ClusterId, ProcId or an
+    integer JobStatus are skipped."""
+    if not text.strip():
+        return []
+    try:
+        ads = json.loads(text)
+    except ValueError as err:
+        raise SchedulerError(f"HTCondor printed JSON that does not parse: {err}") from err
+    if not isinstance(ads, list):
+        raise SchedulerError("HTCondor printed JSON that is not a list of job ads")
+    found = []
+    for ad in ads:
+        record = _record(ad) if isinstance(ad, dict) else None
+        if record is not None:
+            found.append((_text(ad.get(KEY_ATTRIBUTE)), record))
+    return found
+
+
+def _record(ad: Mapping[str, Any]) -> CondorRecord | None:
+    cluster, proc, status = _int(ad.get("ClusterId")), _int(ad.get("ProcId")), _int(
+        ad.get("JobStatus"))
+    if cluster is None or proc is None or status is None:
+        return None
+    end = _int(ad.get("CompletionDate")) or None
+    if end is None and status in (3, 4):
+        end = _int(ad.get("EnteredCurrentStatus"))
+    return CondorRecord(
+        cluster=cluster,
+        proc=proc,
+        job_status=status,
+        exit_code=_int(ad.get("ExitCode")),
+        exit_by_signal=ad.get("ExitBySignal") is True,
+        exit_signal=_int(ad.get("ExitSignal")),
+        hold_reason=_text(ad.get("HoldReason")),
+        remove_reason=_text(ad.get("RemoveReason")),
+        submit_time=_int(ad.get("QDate")),
+        start_time=_int(ad.get("JobCurrentStartDate")),
+        end_time=end,
+    )
+
+
+def collect(
+    by_key: dict[str, dict[str, CondorRecord]], refs: Sequence[JobRef], text: str,
+    *, history: bool = False, adopt: bool = False,
+) -> None:
+    """File each ad under its attempt: only the attempt's recorded cluster, when it has one;
+    a history ad replaces a queue ad of the same proc unless that one is still active. With
+    ``adopt``, ads of attempts not in ``refs`` are filed too."""
+    clusters = {ref.key: ref.job_id for ref in refs}
+    for key, record in parse_ads(text):
+        if adopt:
+            by_key.setdefault(key, {})
+        if key not in by_key or clusters.get(key) not in (None, str(record.cluster)):
+            continue
+        task_id = f"{record.cluster}.{record.proc}"
+        queued = by_key[key].get(task_id)
+        if history and queued and states.to_task(queued).outcome.is_active:
+            continue
+        by_key[key][task_id] = record
+
+
+def missing(ref: JobRef, records: Mapping[str, CondorRecord]) -> int:
+    """How many of the attempt's procs the history may hold: those not active in the queue."""
+    active = {t for t, r in records.items() if states.to_task(r).outcome.is_active}
+    if ref.expected_tasks:
+        return len([t for t in ref.expected_tasks if t not in active])
+    if records and len(active) == len(records):
+        return 0
+    return HISTORY_LIMIT_UNKNOWN
+
+
+def tasks(expected: Sequence[str], records: Mapping[str, CondorRecord]) -> list[TaskState]:
+    found = [states.to_task(record) for record in records.values()]
+    if found:
+        found += [
+            TaskState(task_id, Outcome.PENDING,
+                      message=f"Proc {task_id} is in neither condor_q nor condor_history yet")
+            for task_id in expected if task_id not in records
+        ]
+    return found
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,113 @@
+"""HTCondor over SSH: ``condor_submit`` in the guarded submission, ``condor_q`` then
+``condor_history``, ``condor_rm``.
+
+An attempt is found by its job attribute ``HpcbridgeKey = "<uid>-<attempt>"``, never by cluster
+id alone, so a cluster whose id never reached the status is still found. ``condor_q`` is the
+truth while a proc is in the queue; a completed proc leaves it at once (unless
+``leave_in_queue``, which is reserved) and only ``condor_history`` knows how it ended, so each
+query is one ``condor_q`` for all attempts, then one ``condor_history`` for the attempts with
+procs not active in the queue, stopped by ``-limit`` once it has found them. JobStatus is
+authoritative, ExitCode is not (``states``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from hooks.core.model import JobRef, JobRequest, SchedulerError, SubmitOutcome, TaskState
+from hooks.deadline import Deadline
+from hooks.schedulers import guard
+from hooks.schedulers.base import chunks
+from hooks.schedulers.htcondor import commands, parse, states
+from hooks.schedulers.htcondor.description import submit_description
+from hooks.schedulers.htcondor.states import CondorRecord
+from hooks.ssh.client import Completed, Remote
+
+_SUBMITTED_ID = re.compile(r"^(\d+)(?:\.\d+)?$")
+_RM_OK = re.compile(
+    r"^(Couldn't find/remove all jobs (in cluster|matching)|All jobs in cluster \d+ have been "
+    r"marked for removal|Job \d+\.\d+ (already )?marked for removal|"
+    r"condor_rm:0:There are no jobs in the queue)"
+)
+"""condor_rm lines that mean "removed, being removed, or gone already" (23.9.6 wording)."""
+
+
+class HTCondorRemote:
+    def submit(self, conn: Remote, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
+        return submit_outcome(guard.submit(
+            conn, job, files=[("script", job.spec.script.encode()),
+                              ("submit.sub", submit_description(job).encode())],
+            submit=commands.SUBMIT, lookup=commands.lookup(job.key),
+            transient=commands.TRANSIENT_ERRORS, deadline=deadline))
+
+    def query(
+        self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+        whole_queue: bool = True,
+    ) -> Mapping[str, Sequence[TaskState]]:
+        by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
+        if whole_queue:
+            queue = _ads(conn, "condor_q", commands.OURS, (), deadline)
+            parse.collect(by_key, refs, queue, adopt=True)
+        else:
+            for chunk in chunks([ref.key for ref in refs], commands.KEY_CHUNK):
+                ads = _ads(conn, "condor_q", commands.key_constraint(chunk), (), deadline)
+                parse.collect(by_key, refs, ads)
+        wanted = {ref.key: parse.missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
+        wanted = {key: count for key, count in wanted.items() if count}
+        for chunk in chunks(sorted(wanted), commands.KEY_CHUNK):
+            limit = str(sum(wanted[key] for key in chunk))
+            ads = _ads(conn, "condor_history", commands.key_constraint(chunk),
+                       ("-limit", limit), deadline)
+            parse.collect(by_key, refs, ads, history=True)
+        expected = {ref.key: ref.expected_tasks for ref in refs}
+        return {key: parse.tasks(expected.get(key, ()), records)
+                for key, records in by_key.items()}
+
+    def active_jobs(self, conn: Remote, uid: str, *, deadline: Deadline) -> Sequence[str]:
+        records = parse.parse_ads(
+            _ads(conn, "condor_q", commands.batchjob_constraint(uid), (), deadline))
+        return sorted(
+            {str(r.cluster) for _, r in records if states.to_task(r).outcome.is_active},
+            key=int,
+        )
+
+    def cancel(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        if not job_ids:
+            return
+        result = conn.run(["condor_rm", *job_ids], deadline=deadline)
+        if result.exit_status != 0 and not rm_gone_only(result):
+            raise SchedulerError(f"condor_rm failed: {_last_line(result)}")
+
+
+def submit_outcome(result: Completed) -> SubmitOutcome:
+    """The guard's answer, with ``condor_submit -terse``'s ``23.0 - 23.3`` (or the lookup's
+    ``23``) reduced to the cluster id ``23``."""
+    return guard.outcome(result, job_id=_SUBMITTED_ID, program="condor_submit",
+                         detail=_last_line)
+
+
+def rm_gone_only(result: Completed) -> bool:
+    """Whether a failed condor_rm only says some jobs were gone already (or are being removed)."""
+    lines = [line.strip() for line in (result.out + "\n" + result.err).splitlines()]
+    lines = [line for line in lines if line]
+    return bool(lines) and all(_RM_OK.match(line) for line in lines)
+
+
+def _ads(
+    conn: Remote, tool: str, constraint: str, extra: Sequence[str], deadline: Deadline
+) -> str:
+    result = conn.run(commands.ads(tool, constraint, extra), deadline=deadline)
+    if result.exit_status != 0:
+        raise SchedulerError(f"{tool} failed: {_last_line(result) or result.exit_status}")
+    return result.out
+
+
+def _last_line(result: Completed) -> str:
+    """The telling line of a failed HTCondor tool: the last one, except that condor_q's
+    ``Extra Info:`` paragraphs (printed when it cannot find the schedd) become one phrase."""
+    text = result.err.strip() or result.out.strip()
+    text, extra, _ = text.partition("Extra Info:")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    return f"{last} (the condor_schedd is not running or cannot be found)" if extra else last

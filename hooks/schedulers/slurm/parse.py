@@ -1,0 +1,76 @@
+"""Parsers of squeue and sacct output, and the merge of the two into one record per task.
+Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from hooks.core import units
+from hooks.schedulers.slurm import states
+from hooks.schedulers.slurm.states import SlurmRecord
+
+
+def parse_squeue(
+    text: str, wanted: Callable[[str], bool] = lambda name: True
+) -> dict[str, list[SlurmRecord]]:
+    """squeue ``-o SQUEUE_FORMAT`` lines of the wanted job names, grouped by name."""
+    found: dict[str, list[SlurmRecord]] = {}
+    for row in text.splitlines():
+        fields = row.strip().split("|")
+        if len(fields) < 8 or not wanted(fields[1]):
+            continue
+        task_id, name, state, reason, submit, start, end, _ = fields[:8]
+        found.setdefault(name, []).append(
+            SlurmRecord(task_id, state, reason, "", submit, start, end)
+        )
+    return found
+
+
+def parse_sacct(text: str) -> dict[str, list[SlurmRecord]]:
+    """sacct ``--parsable2 -o SACCT_FIELDS`` lines grouped by job name, with compressed
+    records of never-started array tasks (``7_[0,2-3]``) expanded."""
+    found: dict[str, list[SlurmRecord]] = {}
+    for row in text.splitlines():
+        fields = row.strip().split("|")
+        if len(fields) < 8:
+            continue
+        job_id, name, state, exit_code, submit, start, end, reason = fields[:8]
+        for task_id in _expand(job_id):
+            found.setdefault(name, []).append(
+                SlurmRecord(task_id, state, reason, exit_code, submit, start, end)
+            )
+    return found
+
+
+def _expand(job_id: str) -> list[str]:
+    base, sep, tasks = job_id.partition("_[")
+    if not sep:
+        return [job_id]
+    try:
+        return [f"{base}_{i}" for i in units.parse_array(tasks.rstrip("]"))]
+    except ValueError:
+        return [job_id]
+
+
+def merge(
+    queued: Mapping[str, SlurmRecord], accounted: Mapping[str, SlurmRecord]
+) -> dict[str, SlurmRecord]:
+    """One record per task: squeue while the task is active there, else sacct's final record.
+
+    A task that squeue already shows finished but sacct does not yet (accounting lags by a
+    fraction of a second) counts as still completing, except COMPLETED, which means exit 0.
+    """
+    merged = {task: r for task, r in accounted.items() if task not in queued or not active(r)}
+    for task, record in queued.items():
+        if active(record) or task not in merged:
+            if not active(record) and record.state.startswith("COMPLETED"):
+                record = replace(record, exit_code="0:0")
+            elif not active(record):
+                record = replace(record, state="COMPLETING")
+            merged[task] = record
+    return merged
+
+
+def active(record: SlurmRecord) -> bool:
+    return states.outcome(record.state).is_active

@@ -1,0 +1,141 @@
+"""Shared helpers of the unit tests: recorded scheduler output, a fake SSH connection, job and
+spec builders, and a runtime whose schedulers and connections are stand-ins.
+
+Tests import the plain functions (``from tests.unit.conftest import job``); fixtures are
+found by pytest as usual.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hooks.core.model import JobRequest
+from hooks.core.request import Call, Policy, parse_call
+from hooks.core.spec import parse_spec
+from hooks.deadline import Deadline
+from hooks.runtime import Runtime
+from hooks.schedulers import REGISTRY
+from hooks.schedulers.base import Registry
+from hooks.settings import Settings
+from hooks.ssh.client import Completed, Target
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+UID = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
+NOW = datetime.datetime(2026, 11, 22, 10, 5, 0, tzinfo=datetime.UTC)
+HOSTS = {"slurm": "login.hpc.example.org", "htcondor": "submit.example.org"}
+IMAGE = "registry.example.org/hpcbridge:test"
+POLICY = Policy(log_image=IMAGE, finalize_grace=600.0, guard_stale=120)
+
+
+def recorded(backend: str, name: str) -> str:
+    """A recorded output file, without its ``#`` comment lines."""
+    lines = (FIXTURES / backend / name).read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("#"))
+
+
+def completed(out: str = "", err: str = "", status: int = 0) -> Completed:
+    return Completed(status, out.encode(), err.encode())
+
+
+def deadline(seconds: float = 30.0) -> Deadline:
+    return Deadline.after(seconds)
+
+
+def raw_spec(backend: str = "slurm", **fields: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "backend": backend,
+        "cluster": {"host": HOSTS[backend], "secretRef": {"name": "hpc-login"}},
+        "script": "#!/bin/bash\necho hi\n",
+    }
+    raw.update(fields)
+    return raw
+
+
+def spec_of(raw: object) -> Any:
+    """``parse_spec`` with the product's schedulers."""
+    return parse_spec(raw, REGISTRY)
+
+
+def call(body: object, now: datetime.datetime = NOW) -> Call:
+    """``parse_call`` with the product's schedulers and default settings."""
+    return parse_call(body, rules=REGISTRY, policy=POLICY, now=now)
+
+
+def job(backend: str = "slurm", attempt: int = 1, *, name: str = "hello",
+        **fields: Any) -> JobRequest:
+    """Attempt ``attempt`` of research/``name`` with a spec of ``raw_spec(backend, **fields)``."""
+    return JobRequest("research", name, UID, attempt, spec_of(raw_spec(backend, **fields)), 120)
+
+
+class FakeConnection:
+    """A ``Remote`` that answers each command by its program (``squeue``, ``condor_q``, the
+    ``$0`` of an ``sh -c`` program...), in order, and records every argv and stdin. A program
+    with no answers left gets an empty success."""
+
+    target = Target("login.hpc.example.org", 22)
+
+    def __init__(self, answers: dict[str, list[Completed]] | None = None) -> None:
+        self.answers = answers or {}
+        self.calls: list[tuple[list[str], bytes]] = []
+
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
+        self.calls.append((list(argv), stdin))
+        queue = self.answers.get(program(argv), [])
+        return queue.pop(0) if queue else completed()
+
+    def stream(
+        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
+        deadline: Deadline,
+    ) -> tuple[int, bytes]:
+        result = self.run(argv, stdin=stdin, deadline=deadline)
+        sink(result.stdout)
+        return result.exit_status, result.stderr
+
+    def programs(self) -> list[str]:
+        return [program(argv) for argv, _ in self.calls]
+
+
+def program(argv: Sequence[str]) -> str:
+    """The program an argv runs: past ``env VAR=...``, and the ``$0`` of ``sh -c``."""
+    words = list(argv)
+    if words[:1] == ["env"]:
+        words = [w for w in words[1:] if "=" not in w]
+    if len(words) > 3 and words[:2] == ["sh", "-c"]:
+        return words[3]
+    return words[0] if words else ""
+
+
+class FakePool:
+    """Stands in for the SSH pool: every open yields ``conn`` (or raises ``error``) and is
+    recorded by host."""
+
+    def __init__(self, conn: object = None, error: Exception | None = None) -> None:
+        self.conn = conn if conn is not None else FakeConnection()
+        self.error = error
+        self.hosts: list[str] = []
+
+    @contextmanager
+    def open(self, target: Target, credentials: object, *, deadline: Deadline) -> Iterator[Any]:
+        self.hosts.append(target.host)
+        if self.error is not None:
+            raise self.error
+        yield self.conn
+
+    def evict_idle(self, idle_seconds: float) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+def runtime(
+    pool: FakePool | None = None, *, schedulers: Registry = REGISTRY,
+    now: datetime.datetime = NOW, **settings: Any,
+) -> Runtime:
+    """A runtime with the product's settings (``log_image`` fixed) and a stand-in pool."""
+    return Runtime.build(Settings(**{"log_image": IMAGE, **settings}),
+                         schedulers=schedulers, clock=lambda: now, pool=pool or FakePool())
