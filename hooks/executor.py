@@ -85,39 +85,8 @@ class Executor:
 
     def _act(self, step: Step, budget: Deadline) -> object:
         """Run the step's action; what fails on the way comes back as ``Trouble``."""
-        rt = self.runtime
-        scheduler = rt.schedulers[step.placement.backend]
-        cluster = step.placement.cluster
-        target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
-        key = step.credentials.fingerprint(target.host, target.port,
-                                           target.insecure_skip_host_key_check)
-        opener = self._opener(target, step, budget)
-        command = self._command_deadline(budget)
         try:
-            match step.action:
-                case Query(ref):
-                    return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
-                case Track(ref):
-                    rt.cache.track(key, scheduler, ref)
-                    return None
-                case Forget(attempt):
-                    rt.cache.drop(key, scheduler, attempt)
-                    return None
-                case Submit(job):
-                    with opener(budget) as conn:
-                        outcome = scheduler.submit(conn, job, deadline=command())
-                    rt.metrics.submission(outcome.answer.value)
-                    return outcome
-                case ListActive(uid):
-                    with opener(budget) as conn:
-                        return tuple(scheduler.active_jobs(conn, uid, deadline=command()))
-                case Cancel(job_ids):
-                    with opener(budget) as conn:
-                        scheduler.cancel(conn, job_ids, deadline=command())
-                    return None
-                case Cleanup(root, stale):
-                    with opener(budget) as conn:
-                        return _cleanup(conn, root, stale, command())
+            return self._perform(step, budget)
         except errors.SSHError as err:
             reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
             return Trouble(reason, err.message[:1].upper() + err.message[1:] + ".")
@@ -125,10 +94,44 @@ class Executor:
             return Trouble(Reason.CLUSTER_UNREACHABLE, f"The scheduler did not answer: {err}.")
         except TimeoutError:
             return Trouble(Reason.CLUSTER_UNREACHABLE, SLOW)
+
+    def _perform(self, step: Step, budget: Deadline) -> object:
+        rt = self.runtime
+        scheduler = rt.schedulers[step.placement.backend]
+        cluster = step.placement.cluster
+        target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
+        key = step.credentials.fingerprint(target.host, target.port,
+                                           target.insecure_skip_host_key_check)
+        opener = self._opener(target, step)
+        command = self._command_deadline(budget)
+        match step.action:
+            case Query(ref):
+                return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
+            case Track(ref):
+                rt.cache.track(key, scheduler, ref)
+                return None
+            case Forget(attempt):
+                rt.cache.drop(key, scheduler, attempt)
+                return None
+            case Submit(job):
+                with opener(budget) as conn:
+                    outcome = scheduler.submit(conn, job, deadline=command())
+                rt.metrics.submission(outcome.answer.value)
+                return outcome
+            case ListActive(uid):
+                with opener(budget) as conn:
+                    return tuple(scheduler.active_jobs(conn, uid, deadline=command()))
+            case Cancel(job_ids):
+                with opener(budget) as conn:
+                    scheduler.cancel(conn, job_ids, deadline=command())
+                return None
+            case Cleanup(root, stale):
+                with opener(budget) as conn:
+                    return _cleanup(conn, root, stale, command())
         raise TypeError(f"unknown action {step.action!r}")
 
     def _opener(
-        self, target: Target, step: Step, budget: Deadline
+        self, target: Target, step: Step
     ) -> Callable[[Deadline], AbstractContextManager[Remote]]:
         """Opens the pooled connection, connecting within the connect timeout if need be."""
         pool, connect_timeout = self.runtime.pool, self.runtime.settings.connect_timeout

@@ -120,6 +120,13 @@ class StatusCache:
                 refresh = entry.refresh = self._start(entry, now)
         if leader:
             return self._lead(entry, refresh, scheduler, opener, ref, deadline)
+        return self._join(entry, refresh, scheduler, opener, ref, deadline)
+
+    def _join(
+        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        ref: JobRef, deadline: Deadline,
+    ) -> Sequence[TaskState]:
+        """Wait for the refresh under way; ask for the attempt alone if it cannot answer."""
         if ref.key in refresh.keys:
             self._metrics.cache_lookup("wait")
             finished = refresh.done.wait(deadline.left())

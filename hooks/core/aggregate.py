@@ -56,17 +56,9 @@ def summarize(
     those the scheduler does not show yet count as pending. Once nothing at all is visible
     ``NOT_VISIBLE_GRACE_SECONDS`` after submission, the job is Unknown/JobNotFound.
     """
-    by_id = {task.task_id: task for task in observed}
-    if not by_id and seconds_since_submit >= NOT_VISIBLE_GRACE_SECONDS:
+    if not observed and seconds_since_submit >= NOT_VISIBLE_GRACE_SECONDS:
         return _not_found(expected)
-    for task_id in expected:
-        # A job that became an array or a heterogeneous job (its script asked for one)
-        # reports its tasks or components instead.
-        parts = (f"{task_id}_", f"{task_id}+")
-        if task_id not in by_id and not any(t.startswith(parts) for t in by_id):
-            by_id[task_id] = TaskState(task_id, Outcome.PENDING,
-                                       message="The job is not visible on the cluster yet")
-    tasks = sorted(by_id.values(), key=lambda t: task_order(t.task_id))
+    tasks = _with_expected(observed, expected)
     groups: dict[Outcome, list[TaskState]] = {outcome: [] for outcome in _OUTCOMES}
     for task in tasks:
         groups[task.outcome].append(task)
@@ -88,6 +80,19 @@ def summarize(
         start_time=min((t.start_time for t in tasks if t.start_time), default=None),
         completion_time=max(ends) if finished and ends else None,
     )
+
+
+def _with_expected(observed: Sequence[TaskState], expected: Sequence[str]) -> list[TaskState]:
+    """The observed tasks plus a pending one for each expected task not seen yet, in order."""
+    by_id = {task.task_id: task for task in observed}
+    for task_id in expected:
+        # A job that became an array or a heterogeneous job (its script asked for one)
+        # reports its tasks or components instead.
+        parts = (f"{task_id}_", f"{task_id}+")
+        if task_id not in by_id and not any(t.startswith(parts) for t in by_id):
+            by_id[task_id] = TaskState(task_id, Outcome.PENDING,
+                                       message="The job is not visible on the cluster yet")
+    return sorted(by_id.values(), key=lambda t: task_order(t.task_id))
 
 
 def _phase(

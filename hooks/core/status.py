@@ -115,14 +115,20 @@ def to_raw(
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})
+    raw["conditions"] = _stamped(conditions(status), previous, now)
+    return raw
+
+
+def _stamped(
+    current: list[dict[str, str]], previous: object, now: str
+) -> list[dict[str, str]]:
+    """``current`` with each condition's ``lastTransitionTime`` from ``previous``, unless its
+    status changed."""
     stored: dict[str, Mapping[str, Any]] = {}
     for item in _list(previous.get("conditions") if isinstance(previous, dict) else None):
         if isinstance(item, dict) and isinstance(item.get("type"), str):
             stored.setdefault(item["type"], item)
-    raw["conditions"] = [
-        _stamp(condition, stored.get(condition["type"]), now) for condition in conditions(status)
-    ]
-    return raw
+    return [_stamp(condition, stored.get(condition["type"]), now) for condition in current]
 
 
 def conditions(status: Status) -> list[dict[str, str]]:
