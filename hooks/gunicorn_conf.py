@@ -18,6 +18,9 @@ keepalive = 75
 accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
 errorlog = "-"
 loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
+# gunicorn's control socket (under $XDG_RUNTIME_DIR or $HOME/.gunicorn) is not used: in the
+# image HOME is read-only, and locally every server would share one socket.
+control_socket_disable = True
 
 
 def post_worker_init(worker: object) -> None:
