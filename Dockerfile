@@ -1,15 +1,35 @@
+# The hpcbridge image: the hook server (gunicorn, the default command) and the log Pods'
+# program (python -m hooks.logs). Build: docs/operations.md. The builder stage installs the
+# hash-pinned requirements.lock into a virtualenv without pip; the final image gets that
+# virtualenv and the hooks package, and has no pip or setuptools.
+FROM python:3.11-slim-bookworm AS build
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+COPY requirements.lock /tmp/requirements.lock
+RUN python -m venv --without-pip /opt/hpcbridge \
+    && pip --python /opt/hpcbridge/bin/python install --no-cache-dir --require-hashes \
+        --no-deps --only-binary=:all: -r /tmp/requirements.lock
+
 FROM python:3.11-slim-bookworm
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="hpcbridge" \
+      org.opencontainers.image.description="Metacontroller hooks that run Kubernetes BatchJobs on SLURM and HTCondor over SSH" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+
+ENV PATH=/opt/hpcbridge/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    MALLOC_ARENA_MAX=2 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    MALLOC_ARENA_MAX=2
 
+RUN /usr/local/bin/python -m pip uninstall --yes --no-cache-dir pip setuptools wheel
+
+COPY --from=build /opt/hpcbridge /opt/hpcbridge
 WORKDIR /app
-
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
-
 COPY hooks/ hooks/
 
 # The hook server and the log fetcher (python -m hooks.logs, the log Pods' command).

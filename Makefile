@@ -5,7 +5,7 @@ VENV := .venv
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint unit demo bench clean
+.PHONY: run test lint unit demo bench lock clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -35,6 +35,13 @@ demo: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	@bash bench/run.sh $(BENCH_ARGS)
+
+# requirements.lock: every package of the image at an exact version with its hashes, resolved
+# from requirements.txt for the image's Python (the Dockerfile installs it with --require-hashes).
+# Pins already in the lock are kept; delete it first to move every transitive pin.
+lock: $(VENV)/.dev
+	$(VENV)/bin/uv pip compile requirements.txt --generate-hashes --python-version 3.11 \
+		--python-platform linux --custom-compile-command 'make lock' -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
