@@ -1,15 +1,19 @@
 """Static checks of what users install and send: the CRD, the Metacontroller controllers, the
-deploy/ kustomizations, the Dockerfile, the examples and the saved hook requests. No network."""
+crds/ and deploy/ kustomizations as the README installs them, the Dockerfile and its lock file,
+the examples and the saved hook requests. No network; nothing outside the repository."""
 
 from __future__ import annotations
 
 import copy
 import functools
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +23,19 @@ import kubernetes_validate
 import pytest
 import yaml
 from celpy.adapter import json_to_cel
-from celpy.celtypes import BoolType
+from celpy.celtypes import BoolType, IntType, StringType
+from celpy.evaluation import CELEvalError
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"  # CI clones shared/ beside the repository
-METACONTROLLER_CRDS = (
-    SHARED / "metacontroller-fixtures/upstream/manifests/production/metacontroller-crds-v1.yaml"
-)
-API_DOC = next(
-    path
-    for path in (REPO / "docs/batchjob-api.md", SHARED / "design/batchjob-api.md")
-    if path.exists()
-)
+API_DOC = REPO / "docs/batchjob-api.md"
+CONTROLLER_SCHEMAS = Path(__file__).parent / "schemas/metacontroller-controllers.yaml"
 EXAMPLES = REPO / "examples"
 REQUESTS = EXAMPLES / "requests"
 NAMESPACE = "hpcbridge-system"
 IMAGE = "hpcbridge:0.1.0"
 METACONTROLLER_KINDS = {"CompositeController", "DecoratorController"}
 Object = dict[str, Any]
+Render = Callable[[Path], tuple[Object, ...]]  # the conftest's render fixture
 
 
 def load_all(path: Path) -> list[Object]:
@@ -48,8 +47,7 @@ def to_jsonschema(schema: Object) -> Object:
 
     ``x-kubernetes-int-or-string`` becomes a type union and other ``x-kubernetes-*`` keys are
     dropped. Objects with declared properties reject other keys, as the API server's strict field
-    validation does; this is also the key check the Metacontroller CRDs need, since they do not
-    set ``additionalProperties: false`` themselves.
+    validation does.
     """
     out = {key: value for key, value in schema.items() if not key.startswith("x-kubernetes-")}
     if schema.get("x-kubernetes-int-or-string"):
@@ -76,9 +74,10 @@ def batchjob_crd() -> Object:
 
 
 @functools.cache
-def upstream_schema(kind: str) -> Object:
-    crds = {crd["spec"]["names"]["kind"]: crd for crd in load_all(METACONTROLLER_CRDS)}
-    return to_jsonschema(crd_schema(crds[kind]))
+def controller_schema(kind: str) -> Object:
+    """The repository's JSON Schema of the controller fields hpcbridge uses (schemas/)."""
+    (schemas,) = load_all(CONTROLLER_SCHEMAS)
+    return {"$schema": schemas["$schema"], "$defs": schemas["$defs"], **schemas[kind]}
 
 
 def schema_violations(instance: Object, schema: Object) -> list[str]:
@@ -90,16 +89,56 @@ def schema_violations(instance: Object, schema: Object) -> list[str]:
     )
 
 
+QUANTITY = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))((?:[KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+QUANTITY_SUFFIXES = {
+    "": Fraction(1),
+    **{suffix: Fraction(10) ** (3 * i - 9) for i, suffix in enumerate("num kMGTPE") if i != 3},
+    **{f"{suffix}i": Fraction(2) ** (10 * i) for i, suffix in enumerate("KMGTPE", 1)},
+}
+
+
+def parse_quantity(text: str) -> Fraction | None:
+    match = QUANTITY.match(text)
+    if match is None:
+        return None
+    number, suffix = match[1], match[2] or ""
+    if suffix[:1] in ("e", "E"):
+        return Fraction(number) * Fraction(10) ** int(suffix[1:])
+    return Fraction(number) * QUANTITY_SUFFIXES[suffix]
+
+
+def cel_quantity(text: StringType) -> Fraction | CELEvalError:
+    """An error value for what is not a quantity, which ``||`` absorbs as CEL's does."""
+    value = parse_quantity(str(text))
+    return CELEvalError(f"quantity({str(text)!r}): not a quantity") if value is None else value
+
+
+# What the rules use of Kubernetes' CEL quantity library, which cel-python does not have.
+QUANTITY_LIBRARY = {
+    "isQuantity": lambda text: BoolType(parse_quantity(str(text)) is not None),
+    "quantity": cel_quantity,
+    "compareTo": lambda left, right: IntType((left > right) - (left < right)),
+}
+
+
 def cel_violations(spec: Object) -> list[str]:
-    """Messages of the spec's CEL rules that ``spec`` breaks."""
+    """Messages of the spec's CEL rules that ``spec`` breaks (``messageExpression`` when the rule
+    has one, as the API server reports it)."""
     env = celpy.Environment()
     activation = {"self": json_to_cel(spec)}
     rules = crd_schema(batchjob_crd())["properties"]["spec"]["x-kubernetes-validations"]
     failed = []
     for rule in rules:
-        result = env.program(env.compile(rule["rule"])).evaluate(activation)
+        program = env.program(env.compile(rule["rule"]), functions=QUANTITY_LIBRARY)
+        result = program.evaluate(activation)
         if not (isinstance(result, BoolType) and result):
-            failed.append(rule["message"])
+            if "messageExpression" in rule:
+                message = env.program(env.compile(rule["messageExpression"])).evaluate(activation)
+                failed.append(str(message))
+            else:
+                failed.append(rule["message"])
     return failed
 
 
@@ -220,6 +259,39 @@ NODES_SLURM_ONLY = "spec.resources.nodes is only supported with backend: slurm"
             {"resources": {"timeLimit": ""}}, ["spec.resources.timeLimit"], id="time-empty"
         ),
         pytest.param({"resources": {"memory": "4GB"}}, ["spec.resources.memory"], id="memory-4GB"),
+        pytest.param({"resources": {"memory": "1Mi"}}, [], id="memory-1Mi"),
+        pytest.param({"resources": {"memory": 1048576}}, [], id="memory-1Mi-as-integer"),
+        pytest.param({"resources": {"memory": "1.1M"}}, [], id="memory-1.1M"),
+        pytest.param(
+            {"resources": {"memory": 4096}},
+            ["spec.resources.memory 4096 is bytes, below 1Mi: did you mean 4096Mi?"],
+            id="memory-4096-integer",
+        ),
+        pytest.param(
+            {"resources": {"memory": "4096"}},
+            ["spec.resources.memory 4096 is bytes, below 1Mi: did you mean 4096Mi?"],
+            id="memory-4096-string",
+        ),
+        pytest.param(
+            {"resources": {"memory": "1048575"}},
+            ["spec.resources.memory 1048575 is bytes, below 1Mi: did you mean 1048575Mi?"],
+            id="memory-1Mi-less-one-byte",
+        ),
+        pytest.param(
+            {"resources": {"memory": "512Ki"}},
+            ["spec.resources.memory 512Ki is below 1Mi"],
+            id="memory-512Ki",
+        ),
+        pytest.param(
+            {"resources": {"memory": "1M"}},
+            ["spec.resources.memory 1M is below 1Mi"],
+            id="memory-1M",
+        ),
+        pytest.param(
+            {"resources": {"memory": "500m"}},
+            ["spec.resources.memory 500m is below 1Mi"],
+            id="memory-millibytes",
+        ),
         pytest.param({"resources": {"cpus": 0}}, ["spec.resources.cpus"], id="cpus-0"),
         pytest.param({"resources": {"gpus": -1}}, ["spec.resources.gpus"], id="gpus-negative"),
         pytest.param({"slurm": {"array": "0-3%"}}, ["spec.slurm.array"], id="array-bad-throttle"),
@@ -342,7 +414,7 @@ def test_printer_columns() -> None:
     ]
 
 
-# --- (c) the Metacontroller controllers against the upstream CRDs ---------------------------
+# --- (c) the Metacontroller controllers against schemas/metacontroller-controllers.yaml -----
 
 CONTROLLER_FILES = {
     "CompositeController": "compositecontroller.yaml",
@@ -351,10 +423,39 @@ CONTROLLER_FILES = {
 
 
 @pytest.mark.parametrize(("kind", "file_name"), CONTROLLER_FILES.items(), ids=CONTROLLER_FILES)
-def test_controller_matches_upstream_crd(kind: str, file_name: str) -> None:
+def test_controller_matches_the_controller_schema(kind: str, file_name: str) -> None:
     (controller,) = load_all(REPO / "metacontroller" / file_name)
     assert controller["kind"] == kind
-    assert schema_violations(controller, upstream_schema(kind)) == []
+    assert schema_violations(controller, controller_schema(kind)) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "violations"),
+    [
+        pytest.param({"spec": {"generateSelector": "yes"}}, ["spec.generateSelector"], id="type"),
+        pytest.param({"spec": {"resyncPeriodSecond": 300}}, ["spec"], id="unknown-field"),
+        pytest.param(
+            {"spec": {"hooks": {"sync": {"version": "v3"}}}},
+            ["spec.hooks.sync.version"],
+            id="hook-version",
+        ),
+        pytest.param(
+            {"spec": {"hooks": {"sync": {"webhook": {"timeout": 30}}}}},
+            ["spec.hooks.sync.webhook.timeout"],
+            id="timeout-not-a-duration",
+        ),
+        pytest.param(
+            {"spec": {"childResources": [{"resource": "pods"}]}},
+            ["spec.childResources.0"],
+            id="child-without-api-version",
+        ),
+        pytest.param({"kind": "DecoratorController"}, ["kind"], id="kind"),
+    ],
+)
+def test_controller_schema_rejects(change: Object, violations: list[str]) -> None:
+    (controller,) = load_all(REPO / "metacontroller/compositecontroller.yaml")
+    controller = merge(controller, change)
+    assert schema_violations(controller, controller_schema("CompositeController")) == violations
 
 
 @pytest.mark.parametrize("file_name", CONTROLLER_FILES.values())
@@ -395,37 +496,122 @@ def test_decorator_controller_resources() -> None:
     ]
 
 
-# --- (d) the deploy/ installs ---------------------------------------------------------------
+# --- (d) the installs, as the README runs them ----------------------------------------------
+
+README = REPO / "README.md"
+SET_IMAGE = "registry.example.org/platform/hpcbridge:1.2.3"  # the tests' REGISTRY/hpcbridge:TAG
+METACONTROLLER_INSTALL = (
+    "https://github.com/metacontroller/metacontroller/manifests/production?ref=v4.17.2"
+)
+INSTALL_DIRS = ("crds", "deploy", "metacontroller")  # what the installs read
+CONTROLLER_OF_INSTALL = {"deploy": "CompositeController", "decorator": "DecoratorController"}
+INSTALLS = list(CONTROLLER_OF_INSTALL)
+INSTALL_SOURCES = {  # what each README install applies, in order
+    "deploy": ["crds/", "deploy/"],
+    "decorator": ["crds/", "deploy/base/", "metacontroller/decoratorcontroller.yaml"],
+}
 
 
-@functools.cache
-def render(directory: Path) -> tuple[Object, ...]:
-    """What ``kustomize build`` gives for the features these kustomizations use: resources,
-    images (rewriting container images) and then replacements."""
-    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    assert "namespace" not in kustomization, "the namespace transformer would hit cluster objects"
-    docs: list[Object] = []
-    for entry in kustomization["resources"]:
-        path = (directory / entry).resolve()
-        docs += copy.deepcopy(render(path)) if path.is_dir() else load_all(path)
-    containers = [
-        container
-        for doc in docs
-        if doc["kind"] == "Deployment"
-        for container in doc["spec"]["template"]["spec"]["containers"]
+def readme_install_blocks() -> list[list[str]]:
+    """The ```sh blocks of the README's "Install on a cluster" section, a command a line."""
+    section = README.read_text().split("\n## Install on a cluster\n", 1)[1].split("\n## ", 1)[0]
+    return [
+        [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+        for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
     ]
-    for image in kustomization.get("images", []):
-        for container in containers:
-            if container["image"].split(":")[0] == image["name"]:
-                container["image"] = f"{image.get('newName', image['name'])}:{image['newTag']}"
-    for replacement in kustomization.get("replacements", []):
-        source = replacement["source"]
-        value = field(select(docs, source), source["fieldPath"])
-        for target in replacement["targets"]:
-            for field_path in target["fieldPaths"]:
-                parent, last = locate(select(docs, target["select"]), field_path)
-                parent[last] = value
-    return tuple(docs)
+
+
+def copy_install_dirs(workdir: Path) -> Path:
+    for name in INSTALL_DIRS:
+        shutil.copytree(REPO / name, workdir / name)
+    return workdir
+
+
+def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize: str) -> Object:
+    """Run one README install in ``workdir``, a copy of the install directories. The
+    Metacontroller install is only checked to be pinned; `kubectl apply -k DIR` and `-f FILE`
+    collect what they would apply, DIR rendered by kubectl's own kustomize; every other line
+    runs in bash, with REGISTRY/hpcbridge:TAG replaced and kustomize on PATH."""
+    applied: list[Object] = []
+    sources: list[str] = []
+    for line in block:
+        words = line.split()
+        if words[:3] == ["kubectl", "apply", "-k"] and words[3].strip("'").startswith("https:"):
+            assert words == ["kubectl", "apply", "-k", f"'{METACONTROLLER_INSTALL}'"]
+        elif words[:2] == ["kubectl", "apply"]:
+            assert len(words) == 4 and words[2] in ("-k", "-f"), line
+            sources.append(words[3])
+            path = workdir / words[3]
+            applied += render(path) if words[2] == "-k" else load_all(path)
+        else:
+            assert "REGISTRY/hpcbridge:TAG" in line, f"the tests do not know this step: {line}"
+            command = line.replace("REGISTRY/hpcbridge:TAG", SET_IMAGE)
+            path = f"{Path(kustomize).parent}:{os.environ['PATH']}"
+            result = subprocess.run(
+                ["bash", "-ec", command],
+                cwd=workdir,
+                env={**os.environ, "PATH": path},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert result.returncode == 0, f"{command}:\n{result.stdout}{result.stderr}"
+    return {"sources": sources, "objects": applied}
+
+
+@pytest.fixture(scope="module")
+def readme_installs(
+    tmp_path_factory: pytest.TempPathFactory, render: Render, kustomize: str
+) -> dict[str, Object]:
+    """Each README install by its controller kind: what it applied, from where."""
+    installs = {}
+    for block in readme_install_blocks():
+        workdir = copy_install_dirs(tmp_path_factory.mktemp("readme-install"))
+        result = run_readme_block(block, workdir, render, kustomize)
+        (kind,) = {doc["kind"] for doc in result["objects"]} & METACONTROLLER_KINDS
+        install = {kind: name for name, kind in CONTROLLER_OF_INSTALL.items()}[kind]
+        assert install not in installs
+        installs[install] = result
+    return installs
+
+
+def test_readme_has_both_installs(readme_installs: dict[str, Object]) -> None:
+    assert sorted(readme_installs) == sorted(INSTALLS)
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_readme_install_applies(install: str, readme_installs: dict[str, Object]) -> None:
+    assert readme_installs[install]["sources"] == INSTALL_SOURCES[install]
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_readme_install_runs_the_image_it_sets(
+    install: str, readme_installs: dict[str, Object]
+) -> None:
+    """The hook container and the log Pods (HPCBRIDGE_LOG_IMAGE) both get the image set."""
+    objects = readme_installs[install]["objects"]
+    deployment = select(objects, {"kind": "Deployment", "name": "hpcbridge-hooks"})
+    assert field(deployment, f"{HOOKS}.image") == SET_IMAGE
+    assert field(deployment, f"{HOOKS}.env.[name=HPCBRIDGE_LOG_IMAGE].value") == SET_IMAGE
+
+
+@pytest.mark.parametrize("where", ["deploy", "deploy/base"])
+def test_image_set_in_either_kustomization_reaches_the_log_pods(
+    where: str, tmp_path: Path, render: Render, kustomize: str
+) -> None:
+    """`kustomize edit set image` in deploy/ or in deploy/base: either way deploy/ gives the
+    log Pods the image of the hooks (each of the two kustomizations copies it)."""
+    workdir = copy_install_dirs(tmp_path)
+    subprocess.run(
+        [kustomize, "edit", "set", "image", f"hpcbridge={SET_IMAGE}"],
+        cwd=workdir / where,
+        check=True,
+    )
+    deployment = select(
+        render(workdir / "deploy"), {"kind": "Deployment", "name": "hpcbridge-hooks"}
+    )
+    assert field(deployment, f"{HOOKS}.image") == SET_IMAGE
+    assert field(deployment, f"{HOOKS}.env.[name=HPCBRIDGE_LOG_IMAGE].value") == SET_IMAGE
 
 
 def select(docs: Sequence[Object], selector: Object) -> Object:
@@ -437,33 +623,32 @@ def select(docs: Sequence[Object], selector: Object) -> Object:
     return doc
 
 
-CONTROLLER_OF_INSTALL = {"deploy": "CompositeController", "decorator": "DecoratorController"}
-INSTALLS = list(CONTROLLER_OF_INSTALL)
+def render_install(install: str, render: Render) -> tuple[Object, ...]:
+    """The objects of an install from the repository as it is (image hpcbridge:0.1.0)."""
+    docs: list[Object] = []
+    for source in INSTALL_SOURCES[install]:
+        path = REPO / source
+        docs += render(path) if path.is_dir() else load_all(path)
+    return tuple(docs)
 
 
-def render_install(install: str) -> tuple[Object, ...]:
-    """The objects of an install; the decorator one is the three documented applies."""
-    if install == "deploy":
-        return render(REPO / "deploy")
-    return (
-        *render(REPO / "deploy/base"),
-        *render(REPO / "crds"),
-        *load_all(REPO / "metacontroller/decoratorcontroller.yaml"),
-    )
-CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", *METACONTROLLER_KINDS}
+CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", *METACONTROLLER_KINDS}
 
 
 @pytest.mark.parametrize("install", INSTALLS)
-def test_install_objects(install: str) -> None:
-    docs = render_install(install)
-    assert sorted(doc["kind"] for doc in docs) == sorted(
+def test_install_objects(install: str, render: Render) -> None:
+    docs = render_install(install, render)
+    assert sorted((doc["kind"], doc["metadata"]["name"]) for doc in docs) == sorted(
         [
-            "Namespace",
-            "ServiceAccount",
-            "Deployment",
-            "Service",
-            "CustomResourceDefinition",
-            CONTROLLER_OF_INSTALL[install],
+            ("Namespace", NAMESPACE),
+            ("ServiceAccount", "hpcbridge-hooks"),
+            ("Deployment", "hpcbridge-hooks"),
+            ("Service", "hpcbridge-hooks"),
+            ("PodDisruptionBudget", "hpcbridge-hooks"),
+            ("CustomResourceDefinition", "batchjobs.hpcbridge.io"),
+            ("ClusterRole", "hpcbridge-batchjobs-edit"),
+            ("ClusterRole", "hpcbridge-batchjobs-view"),
+            (CONTROLLER_OF_INSTALL[install], "hpcbridge-batchjob"),
         ]
     )
     for doc in docs:
@@ -472,15 +657,31 @@ def test_install_objects(install: str) -> None:
 
 
 @pytest.mark.parametrize("install", INSTALLS)
-def test_install_validates_against_kubernetes_schemas(install: str) -> None:
-    for doc in render_install(install):
-        if doc["kind"] not in METACONTROLLER_KINDS:  # checked against the upstream CRDs above
+def test_install_validates_against_kubernetes_schemas(install: str, render: Render) -> None:
+    for doc in render_install(install, render):
+        if doc["kind"] not in METACONTROLLER_KINDS:  # checked against schemas/ above
             kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+
+
+@pytest.mark.parametrize("directory", ["deploy", "deploy/base"])
+def test_removing_the_controller_keeps_the_batchjob_type(directory: str, render: Render) -> None:
+    """`kubectl delete -k deploy/` cannot delete the CRD, and with it every BatchJob: the type
+    is crds/'s alone (docs/operations.md, "Uninstall")."""
+    kinds = {doc["kind"] for doc in render(REPO / directory)}
+    assert "CustomResourceDefinition" not in kinds
+    assert "ClusterRole" not in kinds
 
 
 HOOKS = "spec.template.spec.containers.[name=hooks]"
 POD_SPEC = "spec.template.spec"
 LABELS = {"app.kubernetes.io/name": "hpcbridge", "app.kubernetes.io/component": "hooks"}
+SPREAD = {
+    "maxSkew": 1,
+    "whenUnsatisfiable": "ScheduleAnyway",
+    "labelSelector": {"matchLabels": LABELS},
+    "matchLabelKeys": ["pod-template-hash"],
+}
+
 DEPLOYMENT_SETTINGS = [
     pytest.param("spec.replicas", 2, id="replicas"),
     pytest.param("spec.selector.matchLabels", LABELS, id="selector"),
@@ -525,23 +726,135 @@ DEPLOYMENT_SETTINGS = [
     pytest.param(f"{POD_SPEC}.volumes", [{"name": "tmp", "emptyDir": {}}], id="tmp-volume"),
     pytest.param(f"{POD_SPEC}.automountServiceAccountToken", False, id="no-token"),
     pytest.param(f"{POD_SPEC}.serviceAccountName", "hpcbridge-hooks", id="service-account"),
+    pytest.param(
+        f"{POD_SPEC}.topologySpreadConstraints",
+        [
+            {"topologyKey": "kubernetes.io/hostname", **SPREAD},
+            {"topologyKey": "topology.kubernetes.io/zone", **SPREAD},
+        ],
+        id="spread",
+    ),
 ]
 
 
 @pytest.mark.parametrize("install", INSTALLS)
 @pytest.mark.parametrize(("field_path", "expected"), DEPLOYMENT_SETTINGS)
-def test_deployment_setting(install: str, field_path: str, expected: object) -> None:
-    deployment = select(render_install(install), {"kind": "Deployment", "name": "hpcbridge-hooks"})
+def test_deployment_setting(
+    install: str, field_path: str, expected: object, render: Render
+) -> None:
+    deployment = select(
+        render_install(install, render), {"kind": "Deployment", "name": "hpcbridge-hooks"}
+    )
     assert field(deployment, field_path) == expected
 
 
 @pytest.mark.parametrize("install", INSTALLS)
-def test_service_routes_to_the_hooks(install: str) -> None:
-    service = select(render_install(install), {"kind": "Service", "name": "hpcbridge-hooks"})
+def test_service_routes_to_the_hooks(install: str, render: Render) -> None:
+    service = select(
+        render_install(install, render), {"kind": "Service", "name": "hpcbridge-hooks"}
+    )
     assert service["spec"]["selector"] == LABELS
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     ]
+
+
+def test_namespace_enforces_restricted_pod_security(render: Render) -> None:
+    namespace = select(render(REPO / "deploy/base"), {"kind": "Namespace", "name": NAMESPACE})
+    labels = namespace["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+
+
+RESTRICTED_VOLUME_TYPES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret",
+}  # fmt: skip
+
+
+def restricted_violations(pod: Object) -> list[str]:
+    """What the restricted Pod Security Standard forbids in a Pod spec (its checks that the
+    installs could break)."""
+    found = []
+    pod_context = pod.get("securityContext", {})
+    for host in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(host):
+            found.append(host)
+    for volume in pod.get("volumes", []):
+        if not set(volume) - {"name"} <= RESTRICTED_VOLUME_TYPES:
+            found.append(f"volume {volume['name']}")
+    for container in pod["containers"] + pod.get("initContainers", []):
+        context = {**pod_context, **container.get("securityContext", {})}
+        name = container["name"]
+        if context.get("runAsNonRoot") is not True or context.get("runAsUser") == 0:
+            found.append(f"{name}: may run as root")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation")
+        if context.get("privileged"):
+            found.append(f"{name}: privileged")
+        if context.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile")
+        capabilities = context.get("capabilities", {})
+        if "ALL" not in capabilities.get("drop", []):
+            found.append(f"{name}: capabilities not dropped")
+        if set(capabilities.get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities added")
+        if any("hostPort" in port for port in container.get("ports", [])):
+            found.append(f"{name}: hostPort")
+    return found
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_pods_meet_the_restricted_pod_security_standard(install: str, render: Render) -> None:
+    for doc in render_install(install, render):
+        if "template" in doc.get("spec", {}):
+            assert restricted_violations(doc["spec"]["template"]["spec"]) == [], doc["kind"]
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_disruptions_take_one_replica_at_a_time(install: str, render: Render) -> None:
+    docs = render_install(install, render)
+    budget = select(docs, {"kind": "PodDisruptionBudget", "name": "hpcbridge-hooks"})
+    deployment = select(docs, {"kind": "Deployment", "name": "hpcbridge-hooks"})
+    assert budget["spec"] == {
+        "maxUnavailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        "selector": {"matchLabels": LABELS},
+    }
+    assert deployment["spec"]["replicas"] > budget["spec"]["maxUnavailable"]
+
+
+BATCHJOB_RULE = {"apiGroups": ["hpcbridge.io"], "resources": ["batchjobs"]}
+USER_ROLES = {  # ClusterRole: (the default roles it is aggregated into, its one rule)
+    "hpcbridge-batchjobs-edit": (
+        {"admin", "edit"},
+        {
+            **BATCHJOB_RULE,
+            "verbs": [
+                "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
+            ],
+        },
+    ),
+    "hpcbridge-batchjobs-view": (
+        {"view"},
+        {
+            **BATCHJOB_RULE,
+            "resources": ["batchjobs", "batchjobs/status"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "role"), USER_ROLES.items(), ids=USER_ROLES)
+def test_user_role_is_aggregated(name: str, role: tuple[set[str], Object], render: Render) -> None:
+    aggregated_to, rule = role
+    cluster_role = select(render(REPO / "crds"), {"kind": "ClusterRole", "name": name})
+    labels = cluster_role["metadata"]["labels"]
+    prefix = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {key.removeprefix(prefix) for key in labels if key.startswith(prefix)} == aggregated_to
+    assert all(labels[f"{prefix}{role}"] == "true" for role in aggregated_to)
+    assert cluster_role["rules"] == [rule]
 
 
 # --- (e) the Dockerfile ---------------------------------------------------------------------
@@ -559,11 +872,30 @@ def test_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+
+
+def dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions, continuation lines joined and comments dropped, by stage."""
+    stages: list[list[str]] = []
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE)
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        stages[-1].append(line)
+    return stages
+
+
 @pytest.mark.parametrize(
     "line",
     [
+        pytest.param("FROM python:3.11-slim-bookworm AS build", id="builder"),
+        pytest.param("COPY requirements.lock /tmp/requirements.lock", id="copy-lock"),
         pytest.param("FROM python:3.11-slim-bookworm", id="base"),
-        pytest.param("RUN pip install --no-cache-dir -r requirements.txt", id="pip"),
+        pytest.param("COPY --from=build /opt/hpcbridge /opt/hpcbridge", id="copy-venv"),
+        pytest.param("WORKDIR /app", id="workdir"),
         pytest.param("COPY hooks/ hooks/", id="copy-hooks"),
         pytest.param("USER 65532:65532", id="user"),
         pytest.param("EXPOSE 8080", id="expose"),
@@ -574,7 +906,84 @@ def test_dockerfile_passes_hadolint() -> None:
     ],
 )
 def test_dockerfile_line(line: str) -> None:
-    assert line in (REPO / "Dockerfile").read_text().splitlines()
+    assert line in DOCKERFILE.splitlines()
+
+
+def test_builder_installs_the_lock_file_by_hash_alone() -> None:
+    builder, _ = dockerfile_stages()
+    (install,) = (line for line in builder if " install " in line)
+    for option in ("--require-hashes", "--no-deps", "--only-binary=:all:"):
+        assert option in install.split()
+    assert install.endswith("-r /tmp/requirements.lock")
+    assert "python -m venv --without-pip /opt/hpcbridge" in install
+
+
+def test_final_image_has_no_pip_and_runs_the_virtualenv() -> None:
+    _, final = dockerfile_stages()
+    assert not any(" install " in line for line in final)
+    (uninstall,) = (line for line in final if "pip uninstall" in line)
+    assert uninstall.split()[-3:] == ["pip", "setuptools", "wheel"]
+    # pip goes before the virtualenv arrives, so that `python` is still the base image's
+    assert final.index(uninstall) < final.index("COPY --from=build /opt/hpcbridge /opt/hpcbridge")
+    assert "ENV PATH=/opt/hpcbridge/bin:$PATH" in " ".join(final)
+
+
+def test_final_image_has_oci_labels() -> None:
+    _, final = dockerfile_stages()
+    (label,) = (line for line in final if line.startswith("LABEL "))
+    keys = re.findall(r"(org\.opencontainers\.image\.[a-z]+)=", label)
+    assert keys == [
+        f"org.opencontainers.image.{key}" for key in ("title", "description", "version", "revision")
+    ]
+    assert 'org.opencontainers.image.version="${VERSION}"' in label
+
+
+def test_dockerignore_admits_what_the_dockerfile_copies() -> None:
+    admitted = {
+        line[1:].rstrip("/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = {
+        line.split()[1].rstrip("/")
+        for stage in dockerfile_stages()
+        for line in stage
+        if line.startswith("COPY ") and "--from=" not in line
+    }
+    assert copied == admitted
+
+
+def requirement_pins(text: str) -> dict[str, str]:
+    """``name==version`` lines by normalised name (PEP 503)."""
+    pins = {}
+    for name, version in re.findall(r"^([A-Za-z0-9._-]+)==([^\s;\\]+)", text, re.MULTILINE):
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_requirements_pin_exact_versions() -> None:
+    lines = [
+        line
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines and all(re.fullmatch(r"[A-Za-z0-9._-]+==[^\s]+", line) for line in lines)
+
+
+def test_lock_file_has_every_requirement_at_its_version() -> None:
+    """requirements.lock (`make lock`) holds each requirements.txt pin at the same version."""
+    wanted = requirement_pins((REPO / "requirements.txt").read_text())
+    locked = requirement_pins((REPO / "requirements.lock").read_text())
+    assert {name: locked.get(name) for name in wanted} == wanted
+
+
+def test_lock_file_pins_every_package_with_hashes() -> None:
+    entries = re.split(r"\n(?=[A-Za-z0-9])", (REPO / "requirements.lock").read_text())
+    packages = [entry for entry in entries if not entry.startswith("#")]
+    assert len(packages) == len(requirement_pins((REPO / "requirements.lock").read_text()))
+    for entry in packages:
+        assert re.match(r"[A-Za-z0-9._-]+==\S+ \\\n", entry), entry.splitlines()[0]
+        assert re.search(r"--hash=sha256:[0-9a-f]{64}", entry), entry.splitlines()[0]
 
 
 # --- (f) saved hook requests ----------------------------------------------------------------
@@ -608,7 +1017,7 @@ def test_saved_request(file_name: str, kind: str, keys: list[str], version: str)
 
     controller = body["controller"]
     assert controller["kind"] == kind
-    assert schema_violations(controller, upstream_schema(kind)) == []
+    assert schema_violations(controller, controller_schema(kind)) == []
     (manifest,) = load_all(REPO / "metacontroller" / CONTROLLER_FILES[kind])
     for hook in manifest["spec"]["hooks"].values():
         hook["version"] = version
