@@ -24,6 +24,7 @@ from hooks.core.steps import (
     Decision,
     Forget,
     ListActive,
+    MarkEnded,
     Query,
     Step,
     Submit,
@@ -124,6 +125,11 @@ class Executor:
             case Cancel(job_ids):
                 with opener(budget) as conn:
                     scheduler.cancel(conn, job_ids, deadline=command())
+                return None
+            case MarkEnded(remote_dir, phase):
+                with opener(budget) as conn:
+                    conn.run(guard.mark_ended_command(remote_dir=remote_dir, phase=phase),
+                             deadline=command())
                 return None
             case Cleanup(root, stale):
                 with opener(budget) as conn:

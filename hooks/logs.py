@@ -1,39 +1,74 @@
-"""The log Pod's program: print an attempt's output, task by task, then exit.
+"""The log Pod's program: print an attempt's output, task by task.
 
 ``python -m hooks.logs`` runs in the product's image as the ``<name>-logs`` Pod. It logs in
-with the Secret mounted at ``--secret-dir``, prints every task's stdout and stderr from the
-attempt's remote directory under a header per file, and exits 0; with ``--follow`` it keeps
-printing what the tasks write until the scheduler reports the attempt finished. Connection
-trouble exits 1, and the Pod's ``restartPolicy: OnFailure`` retries.
+with the Secret mounted at ``--secret-dir`` and prints every task's stdout and stderr from the
+attempt's remote directory under a header per file, then exits 0. One remote command reads
+what is new in every file (``READ``), so a poll costs one SSH channel whatever the number of
+tasks. With ``--follow`` it polls every ``FOLLOW_INTERVAL`` seconds until the attempt's
+``ended`` file appears: the hook server writes it when its batched status query sees the
+attempt end, so following costs the scheduler nothing. Only when that file stays missing and
+the output stays quiet for ``QUIET_SECONDS`` (the hooks could not see the end: the hook server
+was down, say) does the program ask the scheduler itself, at most once per ``QUIET_SECONDS``.
+Connection trouble exits 1, and the Pod's ``restartPolicy: OnFailure`` retries; SIGTERM (the
+Pod is deleted) ends it at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
-from hooks.core.aggregate import task_order
 from hooks.core.model import JobRef
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.schedulers import REGISTRY
 from hooks.ssh import errors
-from hooks.ssh.client import Connection, Target, connect
+from hooks.ssh.client import Connection, Remote, Target, connect
 
 STREAMS = {"out": "stdout", "err": "stderr"}
-LIST = r"""cd -- "$HOME/$1" 2>/dev/null || exit 3
-for f in [0-9]*.out [0-9]*.err; do
-  [ -f "$f" ] && printf '%s %s\n' "$(wc -c < "$f")" "$f"
-done; exit 0"""
+READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }
+trap 'rm -f "$t"' EXIT
+cat > "$t"
+cd -- "$HOME/$1" 2>/dev/null || exit 3
+if [ -f ended ]; then printf 'ended %s\n' "$(head -n 1 ended)"; else echo running; fi
+stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
+  awk 'NR == FNR { done[$1] = $2; next }
+       { n = split($1, p, "."); kind = p[n]; task = substr($1, 1, length($1) - length(kind) - 1)
+         off = ($1 in done) ? done[$1] : 0
+         if ($2 > off) print task, kind, off, $2 - off }' "$t" - |
+  sort -k1,1V -k2,2r |
+  while read -r task kind off len; do
+    printf 'file %s.%s %s\n' "$task" "$kind" "$len"
+    tail -c "+$((off + 1))" -- "$task.$kind" | head -c "$len"
+  done
+exit 0"""
+"""Reads the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
+``ended PHASE`` or ``running`` and, for each task file with new bytes in task order (stdout
+before stderr), ``file NAME LENGTH`` and those bytes."""
 FOLLOW_INTERVAL = 3.0
+QUIET_SECONDS = 300.0
 TIMEOUT = 60.0
+
+
+class Stopped(Exception):
+    """SIGTERM: the Pod is being deleted."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _run(args)
+    except Stopped:
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         credentials = read_secret(Path(args.secret_dir))
         target = Target(args.host, args.port, args.insecure_skip_host_key_check)
@@ -44,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         printer = Printer(conn, args.remote_dir)
         if not args.follow:
-            return 0 if printer.print_new() else 1
+            return 0 if printer.poll() is not None else 1
         return follow(conn, printer, args)
     except errors.SSHError as err:
         print(f"hpcbridge: {err.message}", file=sys.stderr)
@@ -54,67 +89,92 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def follow(conn: Connection, printer: Printer, args: argparse.Namespace) -> int:
-    """Print output as it grows until the scheduler reports every task finished."""
+    """Print output as it grows until the attempt has ended."""
+    asked = quiet_since = time.monotonic()
+    while True:
+        state = printer.poll()
+        if state is not None and state.startswith("ended"):
+            return 0
+        now = time.monotonic()
+        if printer.grew:
+            quiet_since = now
+        elif now - max(quiet_since, asked) >= QUIET_SECONDS:
+            asked = now
+            if ended_on_scheduler(conn, args):
+                return 0 if printer.poll() is not None else 1
+        time.sleep(FOLLOW_INTERVAL)
+
+
+def ended_on_scheduler(conn: Remote, args: argparse.Namespace) -> bool:
+    """Whether the scheduler shows every task of the attempt finished (the fallback)."""
     scheduler = REGISTRY[args.backend]
     ref = JobRef(args.key, scheduler.job_id(args.job_id[0]) if args.job_id else None,
                  tuple(args.job_id))
-    while True:
-        found = scheduler.query(conn, [ref], deadline=Deadline.after(TIMEOUT))
-        tasks = found.get(args.key, ())
-        done = bool(tasks) and not any(task.outcome.is_active for task in tasks)
-        if not printer.print_new() and done:
-            return 1
-        if done:
-            return 0
-        time.sleep(FOLLOW_INTERVAL)
+    tasks = scheduler.query(conn, [ref], deadline=Deadline.after(TIMEOUT)).get(args.key, ())
+    return bool(tasks) and not any(task.outcome.is_active for task in tasks)
 
 
 class Printer:
     """Prints the attempt's output files, remembering how much of each it printed."""
 
-    def __init__(self, conn: Connection, remote_dir: str) -> None:
+    def __init__(self, conn: Remote, remote_dir: str) -> None:
         self.conn = conn
         self.remote_dir = remote_dir
         self.printed: dict[str, int] = {}
         self.current = ""
+        self.grew = False
+        self._pending = b""
+        self._state: str | None = None
+        self._file = ""
+        self._left = 0
 
-    def print_new(self) -> bool:
-        """Print what is new in every file; False when the directory does not exist."""
-        listing = self.conn.run(["sh", "-c", LIST, "hpcbridge-logs", self.remote_dir],
-                                deadline=Deadline.after(TIMEOUT))
-        if listing.exit_status == 3:
+    def poll(self) -> str | None:
+        """Print what is new in every file: the attempt's state (``running``,
+        ``ended PHASE``), or None when its directory does not exist."""
+        done = "".join(f"{name} {size}\n" for name, size in self.printed.items()) or "\n"
+        self.grew, self._pending, self._state, self._left = False, b"", None, 0
+        status, _ = self.conn.stream(["sh", "-c", READ, "hpcbridge-logs", self.remote_dir],
+                                     self.feed, stdin=done.encode(),
+                                     deadline=Deadline.after(TIMEOUT))
+        sys.stdout.flush()
+        if status == 3:
             print(f"hpcbridge: no output directory ~/{self.remote_dir} on the cluster",
                   file=sys.stderr)
-            return False
-        sizes: dict[str, int] = {}
-        for line in listing.out.splitlines():
-            length, _, name = line.partition(" ")
-            sizes[name] = int(length)
-        for name in sorted(sizes, key=_file_order):
-            offset = self.printed.get(name, 0)
-            if sizes[name] > offset:
-                self._print(name, offset)
-                self.printed[name] = sizes[name]
-        sys.stdout.flush()
-        return True
+            return None
+        return self._state
 
-    def _print(self, name: str, offset: int) -> None:
+    def feed(self, chunk: bytes) -> None:
+        """Take the program's output as it arrives: header lines, then a file's bytes."""
+        data = self._pending + chunk
+        while data:
+            if self._left:
+                part, data = data[:self._left], data[self._left:]
+                self._write(part)
+                continue
+            line, newline, rest = data.partition(b"\n")
+            if not newline:
+                break
+            data = rest
+            self._header(line.decode(errors="replace"))
+        self._pending = data
+
+    def _header(self, line: str) -> None:
+        if self._state is None:
+            self._state = line
+            return
+        _, name, length = line.split(" ")
+        self._file, self._left = name, int(length)
         if name != self.current:
             task, _, kind = name.rpartition(".")
+            sys.stdout.buffer.flush()
             print(f"==> task {task} {STREAMS[kind]} <==", flush=True)
             self.current = name
-        path = f"{self.remote_dir}/{name}"
-        self.conn.stream(
-            ["sh", "-c", 'exec tail -c "+$2" -- "$HOME/$1"', "hpcbridge-logs", path,
-             str(offset + 1)],
-            _write,
-            deadline=Deadline.after(TIMEOUT),
-        )
-        sys.stdout.buffer.flush()
 
-
-def _write(chunk: bytes) -> None:
-    sys.stdout.buffer.write(chunk)
+    def _write(self, part: bytes) -> None:
+        sys.stdout.buffer.write(part)
+        self._left -= len(part)
+        self.printed[self._file] = self.printed.get(self._file, 0) + len(part)
+        self.grew = True
 
 
 def read_secret(directory: Path) -> Credentials:
@@ -133,9 +193,8 @@ def read_secret(directory: Path) -> Credentials:
     )
 
 
-def _file_order(name: str) -> tuple[tuple[tuple[int, int, str], ...], int]:
-    task, _, kind = name.rpartition(".")
-    return task_order(task), 0 if kind == "out" else 1
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise Stopped
 
 
 def _why(err: Exception) -> str:

@@ -151,12 +151,17 @@ class JobRequest:
     @property
     def remote_dir(self) -> str:
         """The attempt's directory, relative to the login user's home."""
-        return f"{job_root(self.namespace, self.name, self.uid)}/attempt-{self.attempt}"
+        return attempt_dir(self.namespace, self.name, self.uid, self.attempt)
 
 
 def job_root(namespace: str, name: str, uid: str) -> str:
     """The BatchJob's remote directory, relative to the login user's home."""
     return f".hpcbridge/{namespace}/{name}/{uid}"
+
+
+def attempt_dir(namespace: str, name: str, uid: str, attempt: int) -> str:
+    """Attempt ``attempt``'s directory: its guard, script, job id, output and end marker."""
+    return f"{job_root(namespace, name, uid)}/attempt-{attempt}"
 
 
 @dataclass(frozen=True, slots=True)

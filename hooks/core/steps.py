@@ -58,6 +58,15 @@ class Forget:
 
 
 @dataclass(frozen=True, slots=True)
+class MarkEnded:
+    """Write the attempt's end (its final phase) into its directory ``remote_dir``, where a
+    following log Pod reads it instead of asking the scheduler (answers ``None``)."""
+
+    remote_dir: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
 class ListActive:
     """Every active job of the BatchJob ``uid`` (answers a tuple of job ids)."""
 
@@ -80,7 +89,7 @@ class Cleanup:
     stale: int
 
 
-Action = Submit | Query | Track | Forget | ListActive | Cancel | Cleanup
+Action = Submit | Query | Track | Forget | MarkEnded | ListActive | Cancel | Cleanup
 Result = SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
 
 

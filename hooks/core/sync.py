@@ -25,13 +25,23 @@ from hooks.core.model import (
     SubmitAnswer,
     SubmitOutcome,
     TaskState,
+    attempt_dir,
     attempt_key,
 )
 from hooks.core.request import Call
 from hooks.core.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec import Placement
 from hooks.core.status import Status
-from hooks.core.steps import Decision, Forget, Query, Step, Submit, Track, Trouble
+from hooks.core.steps import (
+    Decision,
+    Forget,
+    MarkEnded,
+    Query,
+    Step,
+    Submit,
+    Track,
+    Trouble,
+)
 
 
 def decide(call: Call) -> Decision:
@@ -117,7 +127,14 @@ def _observed(
             new = replace(new, message=f"{new.message} The new spec is invalid: "
                                        f"{call.parsed.error}".strip())
         return _after(call, prev, new, again)
-    return Step(where, creds, Forget(ref.key), lambda _: _after(call, prev, new, again))
+    forget = Step(where, creds, Forget(ref.key), lambda _: _after(call, prev, new, again))
+    if spec is None or not spec.logs_follow:
+        return forget
+    # A following log Pod learns the end from the attempt's directory, not from the scheduler.
+    # Writing it may fail like any command; the answer does not depend on it.
+    ended = MarkEnded(attempt_dir(call.namespace, call.name, call.uid, plan.attempt),
+                      str(new.phase))
+    return Step(where, creds, ended, lambda _: forget)
 
 
 def _after(

@@ -152,3 +152,13 @@ def cleanup_command(*, root: str, stale_seconds: int) -> list[str]:
     younger than ``stale_seconds``).
     """
     return ["sh", "-c", CLEANUP, "hpcbridge-cleanup", root, str(stale_seconds)]
+
+
+ENDED = "ended"
+"""The file in an attempt's directory that holds its final phase once the hooks saw it end."""
+MARK_ENDED = 'cd -- "$HOME/$1" && printf "%s\\n" "$2" > ended.tmp && mv -f ended.tmp ended'
+
+
+def mark_ended_command(*, remote_dir: str, phase: str) -> list[str]:
+    """Write ``phase`` into the attempt directory's ``ended`` file, atomically."""
+    return ["sh", "-c", MARK_ENDED, "hpcbridge-mark-ended", remote_dir, phase]

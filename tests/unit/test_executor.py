@@ -222,3 +222,34 @@ def test_a_finalize_bug_does_not_keep_a_deleted_batchjob_forever(
     else:
         answer = loop.sync()
         assert (answer["finalized"], answer["status"]) == (True, failed_by_node(0))
+
+
+def test_the_end_of_a_followed_attempt_is_written_for_its_log_pod() -> None:
+    slurm = RecordingSlurm()
+    conn = FakeConnection()
+    body = request()
+    body["parent"]["spec"]["logs"] = {"follow": True}
+    loop = Loop(slurm, body, FakePool(conn))
+    loop.sync()
+    slurm.tasks["500"] = [TaskState("500", Outcome.RUNNING)]
+    running = loop.sync()
+    assert [pod["metadata"]["name"] for pod in running["children"]] == ["sim-logs"]
+    assert conn.programs() == []
+    slurm.tasks["500"] = [TaskState("500", Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE)]
+    assert loop.sync()["status"]["phase"] == "Failed"
+    (argv, _), = conn.calls
+    assert argv[3:] == ["hpcbridge-mark-ended", ".hpcbridge/research/sim/u-1/attempt-1",
+                        "Failed"]
+    loop.sync()
+    assert len(conn.calls) == 1  # finished: not written again
+
+
+def test_writing_the_end_may_fail_without_changing_the_answer() -> None:
+    slurm = RecordingSlurm()
+    body = request(status={"phase": "Running", "jobIDs": ["500"], "attempt": 1,
+                           "attemptGeneration": 1, "submitTime": "2026-11-22T09:00:00Z"})
+    body["parent"]["spec"]["logs"] = {"follow": True}
+    broken = FakeConnection({"hpcbridge-mark-ended": [completed(status=1)]})
+    slurm.tasks["500"] = [TaskState("500", Outcome.SUCCEEDED, exit_code=0)]
+    status = Loop(slurm, body, FakePool(broken)).sync()["status"]
+    assert (status["phase"], status["reason"]) == ("Succeeded", "")
