@@ -50,8 +50,11 @@ def parse_memory_mib(value: object) -> int:
 
     >>> parse_memory_mib("4Gi")
     4096
-    >>> parse_memory_mib(1000000)
-    1
+    >>> parse_memory_mib(1048577)
+    2
+    >>> parse_memory_mib(4096)
+    Traceback (most recent call last):
+    ValueError: '4096' is below 1Mi of bytes (did you mean 4096Mi?)
     """
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"{value!r} is not a memory quantity like 4Gi or 512Mi")
@@ -65,11 +68,16 @@ def parse_memory_mib(value: object) -> int:
     else:
         factor = _BINARY.get(suffix or "", 0) or _DECIMAL.get(suffix or "", 1)
     try:
-        mib = math.ceil(float(number) * factor / 2**20)
+        size = float(number) * factor
+        mib = math.ceil(size / 2**20)
     except (OverflowError, ValueError) as err:
         raise ValueError(f"{text!r} is not a memory size this cluster could offer") from err
-    if mib <= 0:
-        raise ValueError(f"{text!r} is less than the smallest allocation")
+    if size <= 0:
+        raise ValueError(f"{text!r} must be at least 1Mi")
+    if size < 2**20:
+        # A number without a unit is bytes in a Kubernetes quantity: 4096 is 4 KiB.
+        hint = f" (did you mean {text}Mi?)" if not suffix else ""
+        raise ValueError(f"{text!r} is below 1Mi{' of bytes' if not suffix else ''}{hint}")
     return mib
 
 

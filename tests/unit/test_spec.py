@@ -309,7 +309,8 @@ def test_slurm_time(seconds: int, slurm: str) -> None:
         pytest.param("1Ti", 1048576, id="1Ti"),
         pytest.param(1073741824, 1024, id="int-bytes"),
         pytest.param("1073741824", 1024, id="string-bytes"),
-        pytest.param(1, 1, id="one-byte-rounds-up"),
+        pytest.param(1048577, 2, id="a-byte-over-1Mi-rounds-up"),
+        pytest.param("1Mi", 1, id="1Mi"),
     ],
 )
 def test_memory(quantity: object, mib: int) -> None:
@@ -331,10 +332,19 @@ def test_memory(quantity: object, mib: int) -> None:
         pytest.param(["4Gi"], id="list"),
         pytest.param("zero", id="word-zero"),
         pytest.param("duration", id="word-duration"),
+        pytest.param("512Ki", id="below-1Mi"),
+        pytest.param("1000000", id="a-million-bytes"),
     ],
 )
 def test_bad_memory(quantity: object) -> None:
     one_sentence_naming(refused(spec(resources={"memory": quantity})), "spec.resources.memory")
+
+
+@pytest.mark.parametrize("quantity", [pytest.param(4096, id="int"), pytest.param("4096", id="str")])
+def test_memory_without_a_unit_below_1Mi_suggests_Mi(quantity: object) -> None:
+    message = refused(spec(resources={"memory": quantity}))
+    one_sentence_naming(message, "spec.resources.memory")
+    assert "did you mean 4096Mi?" in message
 
 
 @pytest.mark.parametrize(
