@@ -3,12 +3,16 @@
 The clusters are brought up by ``make test`` (tests/clusters/*-up.sh) before pytest runs; the
 fixtures only read their ``env`` files. A cluster that is not up skips its tests with the
 reason — except under ``CI=true``, where it fails them: in CI a real-cluster test never skips.
+
+Also here: the schedulers' own view of the jobs an attempt submitted (``jobs_named`` for SLURM,
+``clusters_with_key`` for HTCondor), which the tests compare with what the hooks report.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -25,6 +29,8 @@ from tests.driver import REPO, Driver, wait_serving
 NAMESPACE = "research"
 STATUS_TTL = 1.0
 """The hook server's status cache lifetime in these tests: a sync sees a change after it."""
+HELLO = "#!/bin/bash\necho \"hello from $(hostname)\"\necho to-stderr >&2\n"
+"""A job writing ``hello from <host>`` to its stdout and ``to-stderr`` to its stderr."""
 
 
 def unavailable(reason: str) -> None:
@@ -139,6 +145,29 @@ def slurm() -> Cluster:
 @pytest.fixture(scope="session")
 def htcondor() -> Cluster:
     return up_or_unavailable("htcondor")
+
+
+def jobs_named(job_name: str) -> list[str]:
+    """Every job SLURM knows by that name, from accounting and the queue (root's view)."""
+    accounted = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", "now-1days", f"--name={job_name}", "-o", "JobID"],
+        capture_output=True, text=True, check=True).stdout.split()
+    queued = subprocess.run(["squeue", "-h", "-t", "all", f"--name={job_name}", "-o", "%F"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    return sorted({job.split("_")[0] for job in accounted + queued})
+
+
+def condor(pool: Cluster, *argv: str) -> str:
+    """Run an HTCondor command on the pool as the test user."""
+    return pool.as_user(shlex.join(argv))
+
+
+def clusters_with_key(pool: Cluster, key: str) -> list[str]:
+    """Every cluster the pool knows by that HpcbridgeKey, in the queue or in the history."""
+    constraint = f'HpcbridgeKey == "{key}"'
+    queued = condor(pool, "condor_q", "-constraint", constraint, "-af", "ClusterId").split()
+    done = condor(pool, "condor_history", "-constraint", constraint, "-af", "ClusterId").split()
+    return sorted(set(queued + done))
 
 
 def start(driver: Driver, cluster: Cluster, name: str, script: str, *, auth: str = "key",

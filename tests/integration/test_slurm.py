@@ -1,4 +1,7 @@
-"""BatchJobs on the real SLURM test cluster, driven through the hooks as Metacontroller would."""
+"""BatchJobs on the real SLURM test cluster, driven through the hooks as Metacontroller would.
+
+The scenarios HTCondor shares are in test_batchjobs.py; these are the ones written for SLURM.
+"""
 
 from __future__ import annotations
 
@@ -9,30 +12,11 @@ import time
 from typing import Any
 
 import pytest
-import requests
 
 from tests.driver import Driver
-from tests.integration.conftest import NAMESPACE, Cluster, condition, start
+from tests.integration.conftest import HELLO, NAMESPACE, Cluster, jobs_named, start
 
 pytestmark = pytest.mark.slurm
-
-HELLO = "#!/bin/bash\necho \"hello from $(hostname)\"\necho to-stderr >&2\n"
-
-
-def jobs_named(job_name: str) -> list[str]:
-    """Every job SLURM knows by that name, from accounting and the queue (root's view)."""
-    accounted = subprocess.run(
-        ["sacct", "-n", "-X", "-P", "-S", "now-1days", f"--name={job_name}", "-o", "JobID"],
-        capture_output=True, text=True, check=True).stdout.split()
-    queued = subprocess.run(["squeue", "-h", "-t", "all", f"--name={job_name}", "-o", "%F"],
-                            capture_output=True, text=True, check=True).stdout.split()
-    return sorted({job.split("_")[0] for job in accounted + queued})
-
-
-def sacct_state(job_id: str) -> str:
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.split("\n")[0].split(" ")[0]
 
 
 def squeue_state(job_id: str) -> str:
@@ -45,42 +29,6 @@ def wait_for(check: Any, timeout: float = 60.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.5)
-
-
-@pytest.mark.parametrize("auth", ["key", "password"])
-def test_succeeds_and_log_pod_prints_output(
-    driver: Driver, slurm: Cluster, name: str, auth: str
-) -> None:
-    start(driver, slurm, name, HELLO, auth=auth)
-    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")
-    status = obj["status"]
-    assert (status["phase"], status["reason"], status["exitCode"]) == ("Succeeded", "", 0)
-    assert condition(obj, "Complete")["status"] == "True"
-    assert condition(obj, "ClusterReachable")["status"] == "True"
-    assert status["completionTime"] >= status["startTime"] >= status["submitTime"]
-    (pod,) = driver.pods_of(NAMESPACE, name)
-    assert pod["metadata"]["name"] == status["logsPod"] == f"{name}-logs"
-    logs = driver.run_pod(pod)
-    assert logs.returncode == 0, logs.stderr
-    job = status["jobIDs"][0]
-    assert logs.stdout == (f"==> task {job} stdout <==\nhello from {os.uname().nodename}\n"
-                           f"==> task {job} stderr <==\nto-stderr\n")
-
-
-def test_exit_code_fails_the_job(driver: Driver, slurm: Cluster, name: str) -> None:
-    start(driver, slurm, name, "#!/bin/sh\nexit 3\n")
-    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
-    assert (status["phase"], status["reason"], status["exitCode"]) == (
-        "Failed", "NonZeroExitCode", 3)
-    assert "code 3" in status["message"]
-
-
-def test_time_limit(driver: Driver, slurm: Cluster, name: str) -> None:
-    start(driver, slurm, name, "#!/bin/sh\nsleep 600\n", resources={"timeLimit": "1m"})
-    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed", timeout=300,
-                              max_sleep=5)
-    assert (obj["status"]["phase"], obj["status"]["reason"]) == ("Failed", "Timeout")
-    assert condition(obj, "Failed")["status"] == "True"
 
 
 def test_scancel_behind_our_back(driver: Driver, slurm: Cluster, name: str) -> None:
@@ -107,24 +55,6 @@ def test_array_with_one_failing_task(driver: Driver, slurm: Cluster, name: str) 
         assert f"==> task {job}_{task} stdout <==\ntask {task}\n" in logs.stdout
 
 
-def test_delete_while_running_cancels_and_cleans_up(
-    driver: Driver, slurm: Cluster, name: str
-) -> None:
-    obj = start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
-    obj = driver.run_to_phase(NAMESPACE, name, "Running")
-    job = obj["status"]["jobIDs"][0]
-    root = slurm.remote_root(obj)
-    assert root.is_dir()
-    driver.delete(NAMESPACE, name)
-    first = driver.sync(NAMESPACE, name)
-    assert first["finalized"] is False
-    assert first["status"]["reason"] == "Deleted"
-    driver.run_until(NAMESPACE, name, lambda _: False, timeout=60)
-    assert (NAMESPACE, name) not in driver.batchjobs
-    assert sacct_state(job) == "CANCELLED"
-    assert not root.exists()
-
-
 def test_skip_cancel_annotation(driver: Driver, slurm: Cluster, name: str) -> None:
     start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
     obj = driver.run_to_phase(NAMESPACE, name, "Running")
@@ -137,33 +67,6 @@ def test_skip_cancel_annotation(driver: Driver, slurm: Cluster, name: str) -> No
         assert slurm.remote_root(obj).is_dir()
     finally:
         subprocess.run(["scancel", job], check=True)
-
-
-def test_parallel_syncs_submit_once(driver: Driver, slurm: Cluster, name: str) -> None:
-    obj = start(driver, slurm, name, "#!/bin/sh\nsleep 2\n")
-    body = driver.request(NAMESPACE, name)
-    with concurrent.futures.ThreadPoolExecutor(10) as pool:
-        answers = list(pool.map(
-            lambda _: requests.post(f"{driver.url}/sync", json=body, timeout=30), range(10)))
-    assert all(a.status_code == 200 for a in answers)
-    said = [(a.json()["status"]["reason"], a.json()["status"]["message"]) for a in answers]
-    assert {reason for reason, _ in said} <= {"", "Submitting"}, said
-    jobs = {tuple(a.json()["status"]["jobIDs"]) for a in answers} - {()}
-    assert len(jobs) == 1, said
-    (job,) = next(iter(jobs))
-    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == [job]
-    driver.run_to_phase(NAMESPACE, name, "Succeeded")
-    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == [job]
-
-
-def test_retry_after_client_timeout_submits_once(
-    driver: Driver, slurm: Cluster, name: str
-) -> None:
-    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n")
-    with pytest.raises(requests.Timeout):
-        requests.post(f"{driver.url}/sync", json=driver.request(NAMESPACE, name), timeout=0.01)
-    status = driver.run_to_phase(NAMESPACE, name, "Succeeded")["status"]
-    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == status["jobIDs"]
 
 
 def stale_guard(slurm: Cluster, obj: dict[str, Any]) -> None:
@@ -294,24 +197,6 @@ def test_extra_args_reach_sbatch_literally(driver: Driver, slurm: Cluster, name:
     assert f"{value}\n" in driver.run_pod(pod).stdout
     for suffix in "abc":
         assert not os.path.exists(f"{canary}-{suffix}")
-
-
-@pytest.mark.parametrize("args", [
-    pytest.param(["--job-name=x"], id="job-name"),
-    pytest.param(["-J", "x"], id="short-J"),
-    pytest.param(["--out=/tmp/x"], id="abbreviated-output"),
-    pytest.param(["--wrap=id"], id="wrap"),
-    pytest.param(["--chdir=/"], id="chdir"),
-])
-def test_reserved_options_are_invalid(
-    driver: Driver, slurm: Cluster, name: str, args: list[str]
-) -> None:
-    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n", slurm={"extraArgs": args})
-    driver.sync(NAMESPACE, name)
-    status = driver.get(NAMESPACE, name)["status"]
-    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
-    assert "spec.slurm.extraArgs" in status["message"]
-    assert not slurm.remote_root(obj).exists()
 
 
 def test_job_that_left_squeue_resolves_through_sacct(
