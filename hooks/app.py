@@ -19,12 +19,14 @@ from flask.json.provider import JSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
+from hooks import logformat
 from hooks.core.request import BadHookRequest
 from hooks.executor import Executor
 from hooks.runtime import Runtime
 from hooks.settings import Settings
 
 log = logging.getLogger(__name__)
+calls = logging.getLogger("hooks.calls")
 bp = Blueprint("hooks", __name__)
 HOOK_PATHS = frozenset({"/customize", "/sync", "/finalize"})
 
@@ -76,7 +78,9 @@ def customize() -> Response:
 @bp.post("/sync")
 @bp.post("/finalize")
 def sync() -> Response:
-    return jsonify(_executor().sync(_body()))
+    answer = _executor().sync(_body())
+    g.phase = answer["status"].get("phase")
+    return jsonify(answer)
 
 
 @bp.get("/healthz")
@@ -93,15 +97,33 @@ def metrics_page() -> Response:
 @bp.before_app_request
 def _start_clock() -> None:
     g.started = time.perf_counter()
+    logformat.begin_call()
 
 
 @bp.after_app_request
 def _count(response: Response) -> Response:
     path = request.path
     if path in HOOK_PATHS:
-        _executor().runtime.metrics.hook_answered(path[1:], response.status_code,
-                                                  time.perf_counter() - g.started)
+        seconds = time.perf_counter() - g.started
+        _executor().runtime.metrics.hook_answered(path[1:], response.status_code, seconds)
+        _log_call(path[1:], response.status_code, seconds)
     return response
+
+
+def _log_call(hook: str, code: int, seconds: float) -> None:
+    """One record per hook call (``hooks.calls``; a JSON line with HPCBRIDGE_LOG_FORMAT=json)."""
+    body = request.get_json(silent=True)
+    parent = body.get("parent", body.get("object")) if isinstance(body, dict) else None
+    meta = parent.get("metadata") if isinstance(parent, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    batchjob = "/".join(str(meta.get(k, "?"))[:253] for k in ("namespace", "name"))
+    outcome = {200: "ok", 400: "bad_request"}.get(code, "error")
+    commands = logformat.end_call()
+    fields = {"hook": hook, "batchjob": batchjob, "outcome": outcome, "code": code,
+              "duration_ms": round(seconds * 1000, 1), "phase": g.get("phase"),
+              "remote_commands": commands}
+    calls.info("%s %s: %s in %.1f ms, %d remote commands", hook, batchjob, outcome,
+               seconds * 1000, len(commands), extra={"call": fields})
 
 
 def _bad_request(err: BadHookRequest) -> tuple[Response, int]:

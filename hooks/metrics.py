@@ -24,6 +24,8 @@ from prometheus_client import (
     ProcessCollector,
 )
 
+from hooks import logformat
+
 HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
 CACHE_RESULTS = ("hit", "miss", "wait", "single")
@@ -117,3 +119,4 @@ class Metrics:
         finally:
             self._remote_latency.labels(cluster, name).observe(time.perf_counter() - started)
             self._remote_commands.labels(cluster, name, outcome).inc()
+            logformat.remote_command(name, outcome)
