@@ -1,0 +1,85 @@
+"""The README's "Debugging a hook" commands, run as written against the hook server as
+`make run` starts it: each saved request answers what the README says it shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.driver import wait_serving
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_block() -> list[str]:
+    """The commands of the README's debugging block, continuation lines joined."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Debugging a hook", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1).replace("|\n  ", "| ").strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path_factory.mktemp("server") / "gunicorn.log"
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port)}
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gunicorn")), "-c", "python:hooks.gunicorn_conf",
+             "hooks.app:create_app()"], cwd=REPO, env=env, stdout=sink,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_serving(f"http://127.0.0.1:{port}")
+        yield f"localhost:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert "Traceback" not in log.read_text()
+
+
+def run(command: str, server: str) -> str:
+    done = subprocess.run(["bash", "-c", command.replace("localhost:8080", server)],
+                          cwd=REPO, capture_output=True, text=True, check=True, timeout=60)
+    return done.stdout
+
+
+def commands() -> dict[str, str]:
+    lines = readme_block()
+    assert lines[0] == "make run &"
+    return {hook: next(line for line in lines if f"8080/{hook}" in line)
+            for hook in ("customize", "sync", "finalize", "metrics")}
+
+
+def test_customize_asks_for_the_secret(server: str) -> None:
+    answer = json.loads(run(commands()["customize"], server))
+    assert answer["relatedResources"][0]["names"] == ["hpc-login"]
+
+
+def test_sync_shows_an_unusable_secret_without_contacting_the_cluster(server: str) -> None:
+    answer = json.loads(run(commands()["sync"], server))
+    status = answer["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", "InvalidSecret")
+    reachable = next(c for c in status["conditions"] if c["type"] == "ClusterReachable")
+    assert reachable["status"] == "Unknown"
+    assert answer["resyncAfterSeconds"] >= 45
+
+
+def test_finalize_dated_now_keeps_the_batchjob_and_as_saved_gives_up(server: str) -> None:
+    recent = json.loads(run(commands()["finalize"], server))
+    assert recent["finalized"] is False
+    curl = commands()["finalize"].split("|", 1)[1]
+    as_saved = curl.replace("-d @-", "-d @examples/requests/finalize.json")
+    assert json.loads(run(as_saved, server))["finalized"] is True
+    assert "hpcbridge_finalize_gave_up_total 1.0" in run(commands()["metrics"], server)
