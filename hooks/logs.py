@@ -19,7 +19,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -28,7 +28,7 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.schedulers import REGISTRY
 from hooks.ssh import errors
-from hooks.ssh.client import Connection, Remote, Target, connect
+from hooks.ssh.client import Remote, Target, connect
 
 STREAMS = {"out": "stdout", "err": "stderr"}
 READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }
@@ -88,21 +88,24 @@ def _run(args: argparse.Namespace) -> int:
         conn.close()
 
 
-def follow(conn: Connection, printer: Printer, args: argparse.Namespace) -> int:
+def follow(
+    conn: Remote, printer: Printer, args: argparse.Namespace, *,
+    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Print output as it grows until the attempt has ended."""
-    asked = quiet_since = time.monotonic()
+    asked = quiet_since = clock()
     while True:
         state = printer.poll()
         if state is not None and state.startswith("ended"):
             return 0
-        now = time.monotonic()
+        now = clock()
         if printer.grew:
             quiet_since = now
         elif now - max(quiet_since, asked) >= QUIET_SECONDS:
             asked = now
             if ended_on_scheduler(conn, args):
                 return 0 if printer.poll() is not None else 1
-        time.sleep(FOLLOW_INTERVAL)
+        sleep(FOLLOW_INTERVAL)
 
 
 def ended_on_scheduler(conn: Remote, args: argparse.Namespace) -> bool:

@@ -9,18 +9,25 @@ spec read once, the previous status, the Secrets, the observed log Pod and the c
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from hooks.core import children, status
 from hooks.core.scheduler import Rules
-from hooks.core.spec import ParsedSpec, parse
+from hooks.core.spec import DNS_SUBDOMAIN, ParsedSpec, parse
 from hooks.core.status import Status
 
 POD_GROUP = "Pod.v1"
 SECRET_GROUP = "Secret.v1"
+API_VERSION = "hpcbridge.io/v1alpha1"
+KIND = "BatchJob"
 Shape = Literal["composite", "decorator"]
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""The API server's forms of a name, a namespace and a uid. They become remote paths
+(``~/.hpcbridge/<namespace>/<name>/<uid>/``), so nothing else is ever accepted."""
 
 
 class BadHookRequest(ValueError):
@@ -114,12 +121,16 @@ def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     parent = body.get(key)
     if not isinstance(parent, dict):
         raise BadHookRequest(f"the request has no '{key}' object")
+    if parent.get("apiVersion") != API_VERSION or parent.get("kind") != KIND:
+        raise BadHookRequest(f"'{key}' must be a {KIND} of {API_VERSION}")
     metadata = parent.get("metadata")
     if not isinstance(metadata, dict):
         raise BadHookRequest(f"'{key}' has no metadata")
-    for field in ("name", "namespace", "uid"):
-        if not isinstance(metadata.get(field), str) or not metadata[field]:
-            raise BadHookRequest(f"'{key}.metadata.{field}' is missing")
+    for field, form, what in (("name", DNS_SUBDOMAIN, "a DNS-1123 subdomain"),
+                              ("namespace", DNS_LABEL, "a DNS-1123 label"),
+                              ("uid", UID, "a UUID")):
+        if not isinstance(metadata.get(field), str) or not form.fullmatch(metadata[field]):
+            raise BadHookRequest(f"'{key}.metadata.{field}' must be {what}")
     generation = metadata.get("generation", 1)
     if isinstance(generation, bool) or not isinstance(generation, int):
         raise BadHookRequest(f"'{key}.metadata.generation' must be an integer")

@@ -8,6 +8,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hooks.core.text import shown
+
 
 class SecretError(ValueError):
     """The Secret is unusable; the message names the key and never shows a value."""
@@ -66,8 +68,8 @@ def parse_secret(secret: Mapping[str, object], *, insecure_host_keys: bool) -> C
 
 def _decode(key: object, value: object) -> str:
     if not isinstance(value, str):
-        raise SecretError(f"the Secret's key {key!r} is not base64 text.")
+        raise SecretError(f"the Secret's key {shown(key)} is not base64 text.")
     try:
         return base64.b64decode(value, validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError) as err:
-        raise SecretError(f"the Secret's key {key!r} is not base64-encoded UTF-8.") from err
+    except (binascii.Error, ValueError) as err:  # ValueError: non-ASCII text, not UTF-8
+        raise SecretError(f"the Secret's key {shown(key)} is not base64-encoded UTF-8.") from err

@@ -13,6 +13,7 @@ packages, so that every message has the same form.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,13 @@ from typing import Any
 from hooks.core import units
 from hooks.core.model import ClusterRef, Resources, Spec
 from hooks.core.scheduler import Rules
+from hooks.core.text import has_control, shown
 
 MAX_SCRIPT_BYTES = 256 * 1024
+INT32 = 2**31 - 1
+DNS_SUBDOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""The form of a Kubernetes object's name (a BatchJob's, a Secret's)."""
 
 
 class SpecError(ValueError):
@@ -73,7 +79,7 @@ def parse_placement(raw: object, rules: Rules) -> Placement:
     spec = mapping(raw, "spec")
     backend = spec.get("backend")
     if not isinstance(backend, str) or backend not in rules:
-        raise SpecError(f"spec.backend must be one of {', '.join(rules)}, not {backend!r}.")
+        raise SpecError(f"spec.backend must be one of {', '.join(rules)}, not {shown(backend)}.")
     return Placement(backend, _cluster(mapping(spec.get("cluster"), "spec.cluster")))
 
 
@@ -105,12 +111,14 @@ def mapping(value: object, where: str) -> Mapping[str, Any]:
     return value
 
 
-def whole_number(value: object, where: str, *, minimum: int, maximum: int | None = None) -> int:
+def whole_number(value: object, where: str, *, minimum: int, maximum: int = INT32) -> int:
+    """A whole number in range; without a maximum of its own, one that fits Kubernetes' int32
+    (a number too long to print must never reach a message or a command)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where} must be a whole number, not {value!r}.")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and at most {maximum}" if maximum is not None else ""
-        raise SpecError(f"{where} must be at least {minimum}{upper}, not {value}.")
+        raise SpecError(f"{where} must be a whole number, not {shown(value)}.")
+    if value < minimum or value > maximum:
+        upper = f" and at most {maximum}" if maximum != INT32 or value > maximum else ""
+        raise SpecError(f"{where} must be at least {minimum}{upper}, not {shown(value)}.")
     return value
 
 
@@ -120,7 +128,7 @@ def _optional_number(value: object, where: str, *, minimum: int) -> int | None:
 
 def flag(value: object, where: str) -> bool:
     if not isinstance(value, bool):
-        raise SpecError(f"{where} must be true or false, not {value!r}.")
+        raise SpecError(f"{where} must be true or false, not {shown(value)}.")
     return value
 
 
@@ -128,18 +136,20 @@ def line(value: object, where: str) -> str | None:
     """An optional single-line string."""
     if value is None:
         return None
-    if not isinstance(value, str) or not value or "\n" in value:
-        raise SpecError(f"{where} must be a non-empty single-line string.")
+    if not isinstance(value, str) or not value or has_control(value):
+        raise SpecError(f"{where} must be a non-empty single-line string without control "
+                        "characters.")
     return value
 
 
 def _cluster(cluster: Mapping[str, Any]) -> ClusterRef:
     host = cluster.get("host")
-    if not isinstance(host, str) or not host or any(c.isspace() for c in host):
+    if (not isinstance(host, str) or not host or len(host) > 253 or has_control(host)
+            or any(c.isspace() for c in host)):
         raise SpecError("spec.cluster.host must be the SSH host name of the login node.")
     secret_ref = mapping(cluster.get("secretRef"), "spec.cluster.secretRef")
     secret_name = secret_ref.get("name")
-    if not isinstance(secret_name, str) or not secret_name:
+    if not isinstance(secret_name, str) or not DNS_SUBDOMAIN.fullmatch(secret_name):
         raise SpecError("spec.cluster.secretRef.name must name a Secret in this namespace.")
     return ClusterRef(
         host=host,
@@ -164,6 +174,9 @@ def _script(script: object) -> str:
 def _resources(raw: Mapping[str, Any]) -> Resources:
     time_limit = raw.get("timeLimit")
     memory = raw.get("memory")
+    if isinstance(time_limit, int) and time_limit.bit_length() > 64:
+        raise SpecError(f"spec.resources.timeLimit: {shown(time_limit)} is not a duration "
+                        "like 90s, 30m, 2h or 1d12h.")
     try:
         seconds = None if time_limit is None else units.parse_time_limit(str(time_limit))
     except ValueError as err:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hooks.core.model import TERMINAL_PHASES, ClusterRef, Phase, Reason
+from hooks.core.spec import DNS_SUBDOMAIN, INT32
+from hooks.core.text import has_control
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable")
 
@@ -70,7 +72,7 @@ def from_raw(raw: object) -> Status:
         succeeded=_count(raw.get("succeeded")),
         failed=_count(raw.get("failed")),
         cancelled=_count(raw.get("cancelled")),
-        exit_code=raw.get("exitCode") if isinstance(raw.get("exitCode"), int) else None,
+        exit_code=_exit_code(raw.get("exitCode")),
         submit_time=_optional_text(raw.get("submitTime")),
         start_time=_optional_text(raw.get("startTime")),
         completion_time=_optional_text(raw.get("completionTime")),
@@ -186,12 +188,17 @@ def condition(raw: object, kind: str) -> Mapping[str, Any]:
 
 
 def _cluster(raw: object) -> ClusterRef | None:
+    """Where the attempt was submitted, if the stored status says so in a form the hooks
+    could have written: anything else is no cluster."""
     if not isinstance(raw, dict):
         return None
     host, port, ref = raw.get("host"), raw.get("port"), raw.get("secretRef")
     name = ref.get("name") if isinstance(ref, dict) else None
     insecure = raw.get("insecureSkipHostKeyCheck", False)
-    if not (isinstance(host, str) and isinstance(port, int) and isinstance(name, str)
+    if not (isinstance(host, str) and 0 < len(host) <= 253 and not has_control(host)
+            and not any(c.isspace() for c in host)
+            and isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+            and isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name)
             and isinstance(insecure, bool)):
         return None
     return ClusterRef(host, port, name, insecure)
@@ -217,7 +224,15 @@ def _enum(kind: Any, value: object, default: Any) -> Any:
 
 
 def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= INT32:
+        return value
+    return 0
+
+
+def _exit_code(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -INT32 <= value <= INT32:
+        return value
+    return None
 
 
 def _text(value: object) -> str:

@@ -56,8 +56,9 @@ def parse_memory_mib(value: object) -> int:
     Traceback (most recent call last):
     ValueError: '4096' is below 1Mi of bytes (did you mean 4096Mi?)
     """
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{value!r} is not a memory quantity like 4Gi or 512Mi")
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (
+            isinstance(value, int) and value.bit_length() > 64) or len(str(value)) > 64:
+        raise ValueError("the value is not a memory quantity like 4Gi or 512Mi")
     text = str(value)
     match = _QUANTITY.match(text)
     if match is None:

@@ -26,7 +26,7 @@ from hooks.deadline import Deadline
 from hooks.executor import Executor
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote
-from tests.unit.conftest import NOW, FakeConnection, FakePool, completed, runtime
+from tests.unit.conftest import NOW, UID, FakeConnection, FakePool, completed, runtime
 
 
 class RecordingSlurm(SlurmRules):
@@ -74,7 +74,8 @@ def request(*, backoff_limit: int = 0, status: dict[str, Any] | None = None) -> 
     return {
         "controller": {},
         "parent": {
-            "metadata": {"name": "sim", "namespace": "research", "uid": "u-1", "generation": 1},
+            "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob",
+            "metadata": {"name": "sim", "namespace": "research", "uid": UID, "generation": 1},
             "spec": {"backend": "slurm", "script": "#!/bin/sh\ntrue\n",
                      "cluster": {"host": "h", "secretRef": {"name": "login"}},
                      "backoffLimit": backoff_limit},
@@ -118,7 +119,8 @@ def test_the_main_path_submit_track_succeed_finalize() -> None:
     assert loop.sync()["status"] == done["status"]  # finished: answered without the cluster
     loop.body["finalizing"] = True
     assert loop.sync()["finalized"] is True
-    assert slurm.asked == ["submit u-1-1", "query u-1-1", "query u-1-1", "active_jobs u-1"]
+    assert slurm.asked == [f"submit {UID}-1", f"query {UID}-1", f"query {UID}-1",
+                           f"active_jobs {UID}"]
     assert [argv[3] for argv, _ in cleanup.calls] == ["hpcbridge-cleanup"]
 
 
@@ -135,7 +137,7 @@ def test_deleting_a_running_batchjob_cancels_then_cleans_up() -> None:
     assert [pod["metadata"]["name"] for pod in first["children"]] == []
     second = loop.sync()
     assert (second["finalized"], second["status"]["phase"]) == (True, "Cancelled")
-    assert slurm.asked[-3:] == ["active_jobs u-1", "cancel 500", "active_jobs u-1"]
+    assert slurm.asked[-3:] == [f"active_jobs {UID}", "cancel 500", f"active_jobs {UID}"]
 
 
 def failed_by_node(retries: int) -> dict[str, Any]:
@@ -238,7 +240,7 @@ def test_the_end_of_a_followed_attempt_is_written_for_its_log_pod() -> None:
     slurm.tasks["500"] = [TaskState("500", Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE)]
     assert loop.sync()["status"]["phase"] == "Failed"
     (argv, _), = conn.calls
-    assert argv[3:] == ["hpcbridge-mark-ended", ".hpcbridge/research/sim/u-1/attempt-1",
+    assert argv[3:] == ["hpcbridge-mark-ended", f".hpcbridge/research/sim/{UID}/attempt-1",
                         "Failed"]
     loop.sync()
     assert len(conn.calls) == 1  # finished: not written again

@@ -105,7 +105,7 @@ def args(**changes: object) -> argparse.Namespace:
 
 
 def test_a_follower_stops_at_the_hooks_end_marker_without_asking_the_scheduler(
-    tmp_path: Path, attempt: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, attempt: Path
 ) -> None:
     (attempt / "4242.out").write_text("working\n")
     reader, shell = printer(tmp_path)
@@ -116,8 +116,7 @@ def test_a_follower_stops_at_the_hooks_end_marker_without_asking_the_scheduler(
         if len(polls) == 3:
             (attempt / "ended").write_text("Succeeded\n")
 
-    monkeypatch.setattr(logs.time, "sleep", sleep)
-    assert logs.follow(shell, reader, args()) == 0  # type: ignore[arg-type]
+    assert logs.follow(shell, reader, args(), sleep=sleep) == 0
     assert len(shell.argvs) == 4
     assert all(argv[3] == "hpcbridge-logs" for argv in shell.argvs)
 
@@ -128,15 +127,14 @@ def test_a_quiet_follower_asks_the_scheduler_once_in_a_while(
     reader, shell = printer(tmp_path)
     clock = [0.0]
     asked: list[float] = []
-    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(logs.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
 
     def ended(conn: object, namespace: argparse.Namespace) -> bool:
         asked.append(clock[0])
         return len(asked) == 2
 
     monkeypatch.setattr(logs, "ended_on_scheduler", ended)
-    assert logs.follow(shell, reader, args()) == 0  # type: ignore[arg-type]
+    assert logs.follow(shell, reader, args(), clock=lambda: clock[0],
+                       sleep=lambda s: clock.__setitem__(0, clock[0] + s)) == 0
     assert len(asked) == 2
     assert asked[1] - asked[0] >= logs.QUIET_SECONDS
 

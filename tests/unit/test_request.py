@@ -154,6 +154,23 @@ def broken(name: str, path: str, value: Any) -> dict[str, Any]:
         pytest.param({**load("decorator-sync"), "attachments": {"Pod.v1": [1]}},
                      id="attachments-group-list"),
         pytest.param(broken("sync-running", "finalizing", "false"), id="finalizing-string"),
+        pytest.param(broken("sync-running", "parent.metadata.namespace", ".."), id="ns-dotdot"),
+        pytest.param(broken("sync-running", "parent.metadata.name", "."), id="name-dot"),
+        pytest.param(broken("sync-running", "parent.metadata.name", ".."), id="name-dotdot"),
+        pytest.param(broken("sync-running", "parent.metadata.name", "a/b"), id="name-slash"),
+        pytest.param(broken("sync-running", "parent.metadata.name", "A"), id="name-upper"),
+        pytest.param(broken("sync-running", "parent.metadata.name", "a" * 254), id="name-long"),
+        pytest.param(broken("sync-running", "parent.metadata.namespace", "a.b"),
+                     id="ns-not-a-label"),
+        pytest.param(broken("sync-running", "parent.metadata.uid", "precious"),
+                     id="uid-word"),
+        pytest.param(broken("sync-running", "parent.metadata.uid", "../../../x"),
+                     id="uid-traversal"),
+        pytest.param(broken("sync-running", "parent.metadata.uid",
+                            "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b\n"), id="uid-newline"),
+        pytest.param(broken("sync-running", "parent.kind", "Pod"), id="other-kind"),
+        pytest.param(broken("sync-running", "parent.apiVersion", "v1"), id="other-api-version"),
+        pytest.param(broken("sync-running", "parent.apiVersion", ...), id="no-api-version"),
     ],
 )
 def test_malformed_sync(body: Any) -> None:
@@ -175,8 +192,17 @@ def test_customize() -> None:
         pytest.param({}, id="no-parent"),
         pytest.param(broken("customize", "parent.metadata", ...), id="no-metadata"),
         pytest.param(broken("customize", "parent.metadata.uid", ...), id="no-uid"),
+        pytest.param(broken("customize", "parent.metadata.namespace", "../x"), id="ns-path"),
+        pytest.param(broken("customize", "parent.kind", "ConfigMap"), id="other-kind"),
     ],
 )
 def test_malformed_customize(body: Any) -> None:
     with pytest.raises(BadHookRequest):
         customize(body)
+
+
+def test_annotations_that_are_not_an_object_are_none() -> None:
+    for value in (["a"], "hpcbridge.io/skip-cancel", 7):
+        body = load("finalize")
+        body["parent"]["metadata"]["annotations"] = value
+        assert dict(parse_sync(body).annotations) == {}

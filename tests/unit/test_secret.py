@@ -156,3 +156,14 @@ def test_fingerprint_field_boundaries_are_unambiguous() -> None:
     one = dataclasses.replace(CREDENTIALS, private_key="k\0", passphrase="p")
     other = dataclasses.replace(CREDENTIALS, private_key="k", passphrase="\0p")
     assert fingerprint(one) != fingerprint(other)
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param("é", id="non-ascii-text"),
+    pytest.param("\x00", id="nul"),
+    pytest.param(base64.b64encode(b"\xff\xfe").decode(), id="not-utf8"),
+])
+def test_secret_data_that_is_not_base64_utf8_is_invalid_not_an_error(value: str) -> None:
+    raw = {"data": {"username": b64("u"), "password": value}}
+    with pytest.raises(SecretError, match="'password' is not base64"):
+        parse_secret(raw, insecure_host_keys=True)

@@ -477,3 +477,35 @@ def test_an_unknown_backend_is_kept_for_messages() -> None:
     parsed = parse(spec("pbs"), REGISTRY)
     assert (parsed.backend, parsed.placement, parsed.spec) == ("pbs", None, None)
     assert parsed.error.startswith("spec.backend")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        pytest.param(spec(slurm={"partition": "debug\x00x"}), "spec.slurm.partition", id="nul"),
+        pytest.param(spec(slurm={"account": "a\rb"}), "spec.slurm.account", id="cr"),
+        pytest.param(spec(slurm={"qos": "a\x1b[31m"}), "spec.slurm.qos", id="escape"),
+        pytest.param(spec(slurm={"extraArgs": ["--constraint=a\x00b"]}),
+                     "spec.slurm.extraArgs", id="nul-in-extra-args"),
+        pytest.param(spec(slurm={"extraArgs": ["--comment=a\nb"]}),
+                     "spec.slurm.extraArgs", id="newline-in-extra-args"),
+        pytest.param(spec(cluster={"host": "login\x00.example.org",
+                                   "secretRef": {"name": "hpc-login"}}),
+                     "spec.cluster.host", id="nul-in-host"),
+        pytest.param(spec(cluster={"host": "login", "secretRef": {"name": "../x"}}),
+                     "spec.cluster.secretRef.name", id="secret-name-path"),
+        pytest.param(spec(backoffLimit=10**5000), "spec.backoffLimit", id="huge-number"),
+        pytest.param(spec(resources={"memory": 10**5000}), "spec.resources.memory",
+                     id="huge-memory"),
+        pytest.param(spec(resources={"timeLimit": 10**5000}), "spec.resources.timeLimit",
+                     id="huge-time-limit"),
+        pytest.param(spec(resources={"cpus": -10**5000}), "spec.resources.cpus",
+                     id="huge-negative"),
+    ],
+)
+def test_control_characters_and_huge_numbers_are_refused_plainly(
+    raw: dict[str, Any], field: str
+) -> None:
+    message = refused(raw)
+    one_sentence_naming(message, field)
+    assert "set_int_max_str_digits" not in message and len(message) < 300

@@ -279,3 +279,22 @@ def test_from_raw_falls_back_on_broken_fields(raw: object, expected: Status) -> 
 )
 def test_from_raw_falls_back_on_non_list_fields(raw: dict[str, Any]) -> None:
     assert from_raw(raw).job_ids in ((), ("4242",))
+
+
+@pytest.mark.parametrize("cluster", [
+    pytest.param({"host": "h", "port": 70000, "secretRef": {"name": "s"}}, id="port-too-big"),
+    pytest.param({"host": "h", "port": 0, "secretRef": {"name": "s"}}, id="port-zero"),
+    pytest.param({"host": "h", "port": True, "secretRef": {"name": "s"}}, id="port-bool"),
+    pytest.param({"host": "h\x00x", "port": 22, "secretRef": {"name": "s"}}, id="host-nul"),
+    pytest.param({"host": "h", "port": 22, "secretRef": {"name": "../s"}}, id="secret-path"),
+])
+def test_a_stored_cluster_the_hooks_could_not_have_written_is_none(
+    cluster: dict[str, Any]
+) -> None:
+    assert from_raw({"cluster": cluster}).cluster is None
+
+
+def test_stored_numbers_out_of_range_are_ignored() -> None:
+    stored = from_raw({"attempt": 10**5000, "active": 2**40, "exitCode": -(10**30),
+                       "retries": 3})
+    assert (stored.attempt, stored.active, stored.exit_code, stored.retries) == (0, 0, None, 3)

@@ -9,6 +9,7 @@ from typing import Any
 from hooks.core import units
 from hooks.core.model import Resources
 from hooks.core.spec import SpecError, line
+from hooks.core.text import has_control
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
@@ -94,6 +95,9 @@ def _check_extra_args(args: list[str]) -> None:
     """Each element is one option with its value attached (``--name=value``, ``-pdebug``):
     a separate value or a bare ``--`` could make sbatch take a path as the batch script."""
     for arg in args:
+        if has_control(arg):
+            raise SpecError("spec.slurm.extraArgs has a control character (a newline, NUL...) "
+                            "in an argument; remove it.")
         reserved = reserved_option(arg)
         if reserved:
             raise SpecError(
