@@ -51,5 +51,6 @@ def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
         job = JobRequest(call.namespace, call.name, call.uid, new.attempt, spec,
                          call.policy.guard_stale)
         return [children.log_pod(job, job_ids=new.job_ids, image=call.policy.log_image)]
-    kept = children.carried_over(call.log_pod)
+    kept = children.carried_over(call.log_pod, namespace=call.namespace, uid=call.uid,
+                                 image=call.policy.log_image)
     return [kept] if kept else []

