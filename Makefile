@@ -5,7 +5,7 @@ VENV := .venv
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint unit demo bench lock clean
+.PHONY: run test lint unit demo bench bench-follow lock clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -35,6 +35,9 @@ demo: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	@bash bench/run.sh $(BENCH_ARGS)
+
+bench-follow: $(VENV)/.dev
+	@BENCH_MODULE=bench.follow bash bench/run.sh $(BENCH_ARGS)
 
 # requirements.lock: every package of the image at an exact version with its hashes, resolved
 # from requirements.txt for the image's Python (the Dockerfile installs it with --require-hashes).

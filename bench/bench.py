@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime
 import http.client
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,7 @@ from typing import Any
 
 import requests
 
+from bench import report
 from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
@@ -294,16 +293,10 @@ def server_ttl() -> float:
 
 
 def write(results: dict[str, Any], path: Path, command: str) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor())
     lines = [
-        "# Benchmark: hpcbridge against per-job polling",
+        "## Syncs: hpcbridge against per-job polling",
         "",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        f"- machine: {os.cpu_count()} cores ({cpu}), "
-        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**30} GiB, "
-        f"{platform.system()} {platform.release()}; load generator on the same machine",
+        report.machine(),
         "- cluster: the SLURM 22.05 test cluster (tests/clusters/slurm-up.sh), sshd on "
         "127.0.0.1 with OpenSSH's default MaxSessions 10; jobs submitted `--hold`, so all stay "
         "active (pending)",
@@ -344,7 +337,7 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
         lines.append("- hook-server RSS growth per tracked BatchJob (N = 1000 → 2000): "
                      f"{results['rss_per_job_kb']:.1f} KB")
     text = "\n".join(lines) + "\n"
-    path.write_text(text)
+    report.update(path, "syncs", text)
     return text
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: bring up the SLURM test cluster, run bench/bench.py, stop what this run started.
+# `make bench` and `make bench-follow`: bring up the SLURM test cluster, run the benchmark
+# module (BENCH_MODULE, bench.bench by default), stop what this run started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "make bench needs root: it brings up the SLURM test cluster" >&2; exit 1; }
@@ -7,4 +8,4 @@ work=$(mktemp -d)
 trap 'bash tests/clusters/slurm-down.sh --started "$work/started" || true; rm -rf "$work"' EXIT
 bash tests/clusters/slurm-up.sh --started "$work/started" </dev/null >"$work/up.log" 2>&1 \
   || { cat "$work/up.log"; exit 1; }
-.venv/bin/python -m bench.bench "$@"
+.venv/bin/python -m "${BENCH_MODULE:-bench.bench}" "$@"
