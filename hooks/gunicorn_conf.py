@@ -32,15 +32,16 @@ def post_worker_init(worker: object) -> None:
     """Once the app is loaded: move what the imports and the app created out of the garbage
     collector's reach, so that its full collections scan only what requests create (they
     otherwise stall every thread for tens of milliseconds); and send the hooks' own log lines
-    (and paramiko's warnings) to stderr with gunicorn's. In JSON, every hook call is a line of
-    its own; in text, only at the debug level (gunicorn's access log has them otherwise)."""
+    (and paramiko's critical ones: hooks.ssh reports its failures) to stderr with gunicorn's.
+    In JSON, every hook call is a line of its own; in text, only at the debug level
+    (gunicorn's access log has them otherwise)."""
     gc.collect()
     gc.freeze()
     handler = logging.StreamHandler()
     handler.setFormatter(JSONFormatter() if logformat == "json" else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     calls = "INFO" if logformat == "json" else "DEBUG"
-    for name, level in (("hooks", loglevel.upper()), ("paramiko", "WARNING")):
+    for name, level in (("hooks", loglevel.upper()), ("paramiko", "CRITICAL")):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(level)

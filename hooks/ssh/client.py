@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import select
 import shlex
@@ -28,6 +29,11 @@ import paramiko
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
+
+# paramiko's transport thread logs every failed handshake with a traceback; the failure comes
+# back to the caller as an SSHError with one sentence, so only paramiko's critical lines are kept
+# (in the hook server's log and in a log Pod's output alike).
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 MAX_OUTPUT = 64 * 1024 * 1024
 MAX_STDERR = 64 * 1024
@@ -181,7 +187,7 @@ def _collect(
 def connect(target: Target, credentials: Credentials, *, deadline: Deadline) -> Connection:
     """Open and authenticate a connection; raise an ``errors.SSHError`` on any failure."""
     host = target.host
-    pkey = load_key(credentials, host) if credentials.private_key else None
+    pkey = _usable_key(credentials, host)
     known = None if target.insecure_skip_host_key_check else known_host_keys(credentials, target)
     try:
         sock = socket.create_connection((host, target.port), timeout=_left(deadline))
@@ -215,6 +221,12 @@ def _handshake(
         transport.start_client(timeout=_left(deadline))
     except (paramiko.SSHException, OSError, EOFError) as err:
         raise errors.ClusterUnreachable(host, f"SSH handshake with {host} failed: {err}") from err
+    if not transport.is_active() or not transport.initial_kex_done:
+        # start_client returns when its timeout passes, handshake done or not.
+        stage = ("it sent no SSH banner" if not transport.remote_version
+                 else f"{transport.remote_version} did not finish the key exchange")
+        raise errors.ClusterUnreachable(
+            host, f"the SSH handshake with {host} port {target.port} timed out: {stage}")
     if known is None:
         return
     offered = transport.get_remote_server_key()
@@ -246,6 +258,19 @@ def _authenticate(
         raise errors.AuthenticationFailed(host, f"{host} refused the login of {user!r}") from err
     except (paramiko.SSHException, OSError, EOFError) as err:
         raise errors.ClusterUnreachable(host, f"SSH login to {host} failed: {err}") from err
+
+
+def _usable_key(credentials: Credentials, host: str) -> paramiko.PKey | None:
+    """The Secret's key; without one, or with an unreadable one beside a password, None (the
+    password is tried then)."""
+    if not credentials.private_key:
+        return None
+    try:
+        return load_key(credentials, host)
+    except errors.BadCredentials:
+        if credentials.password:
+            return None
+        raise
 
 
 def load_key(credentials: Credentials, host: str) -> paramiko.PKey:
