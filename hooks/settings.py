@@ -45,6 +45,10 @@ ENVIRONMENT = {
         "HPCBRIDGE_IDLE_SECONDS",
         "seconds after which unused SSH connections and shared status are dropped",
     ),
+    "max_body": (
+        "HPCBRIDGE_MAX_BODY",
+        "bytes a request body may have; a larger one is answered 413 without being read",
+    ),
 }
 
 
@@ -59,6 +63,8 @@ class Settings:
     max_channels: int = 8
     guard_stale: int = 120
     idle_seconds: float = 600.0
+    max_body: int = 8 * 1024 * 1024
+    """Far above the largest real request: a 256 KiB script and a few Secrets."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -469,3 +469,12 @@ def test_logs_pod_off_declares_no_log_pod_even_when_one_exists() -> None:
     code, body, _ = post(client(NoCluster()), "/sync", request)
     assert (code, body["children"]) == (200, [])
     assert "logsPod" not in body["status"]
+
+
+def test_a_body_over_the_limit_is_a_json_413_without_being_read() -> None:
+    app = client(NoCluster(), max_body=64 * 1024)
+    big = json.dumps({**load("sync-first"), "padding": "x" * 70_000})
+    answer = app.post("/sync", data=big, content_type="application/json")
+    assert answer.status_code == 413
+    assert answer.get_json()["error"] == "Request Entity Too Large"
+    assert app.post("/customize", json=load("customize")).status_code == 200
