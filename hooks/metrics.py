@@ -5,11 +5,18 @@ command by cluster and verb with its latency, submissions by outcome, the status
 and misses, SSH connects, and finalize calls that gave up. One ``Metrics`` object per server
 owns its collectors in its own registry (with the process and Python collectors), so that the
 label sets it can create are the ones listed here and nothing else.
+
+The ``cluster`` label is a BatchJob's host and port, which anyone who can create a BatchJob
+chooses: a cluster gets a label value of its own only once a login to it succeeded, for at
+most ``MAX_CLUSTERS`` clusters at a time; anything else is counted as ``unverified``. A cluster
+whose connections were all closed as idle is forgotten, series and all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +37,8 @@ HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
 CACHE_RESULTS = ("hit", "miss", "wait", "single")
 SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
+MAX_CLUSTERS = 200
+UNVERIFIED = "unverified"
 VERSION = "0.1.0"
 
 
@@ -86,6 +95,9 @@ class Metrics:
         self._latency = {hook: self._hook_latency.labels(hook) for hook in HOOKS}
         self._cache = {result: cache.labels(result) for result in CACHE_RESULTS}
         self._submissions = {outcome: submissions.labels(outcome) for outcome in SUBMIT_OUTCOMES}
+        self._clusters: dict[str, set[tuple[str, ...]]] = {}
+        """Admitted clusters, with the label sets each has in the per-cluster metrics."""
+        self._clusters_lock = threading.Lock()
 
     def hook_answered(self, hook: str, status_code: int, seconds: float) -> None:
         """Count one answered hook call (``hook`` is customize, sync or finalize)."""
@@ -103,7 +115,35 @@ class Metrics:
         self._submissions[outcome].inc()
 
     def ssh_connect(self, cluster: str, *, ok: bool) -> None:
-        self._connects.labels(cluster, "ok" if ok else "failed").inc()
+        if ok:
+            self._admit(cluster)
+        outcome = "ok" if ok else "failed"
+        self._connects.labels(self._label(cluster, ("connect", outcome)), outcome).inc()
+
+    def forget_cluster(self, cluster: str) -> None:
+        """Drop an admitted cluster's series (its connections were closed as idle)."""
+        with self._clusters_lock:
+            used = self._clusters.pop(cluster, set())
+        for labels in used:
+            kind, *rest = labels
+            metric = {"connect": self._connects, "command": self._remote_commands,
+                      "latency": self._remote_latency}[kind]
+            with contextlib.suppress(KeyError):
+                metric.remove(cluster, *rest)
+
+    def _admit(self, cluster: str) -> None:
+        with self._clusters_lock:
+            if cluster not in self._clusters and len(self._clusters) < MAX_CLUSTERS:
+                self._clusters[cluster] = set()
+
+    def _label(self, cluster: str, labels: tuple[str, ...]) -> str:
+        """``cluster`` if admitted (noting the series it gets), else ``unverified``."""
+        with self._clusters_lock:
+            used = self._clusters.get(cluster)
+            if used is None:
+                return UNVERIFIED
+            used.add(labels)
+            return cluster
 
     def finalize_gave_up(self) -> None:
         self._gave_up.inc()
@@ -117,6 +157,8 @@ class Metrics:
             yield
             outcome = "ok"
         finally:
-            self._remote_latency.labels(cluster, name).observe(time.perf_counter() - started)
-            self._remote_commands.labels(cluster, name, outcome).inc()
+            label = self._label(cluster, ("latency", name))
+            self._remote_latency.labels(label, name).observe(time.perf_counter() - started)
+            self._label(cluster, ("command", name, outcome))
+            self._remote_commands.labels(label, name, outcome).inc()
             logformat.remote_command(name, outcome)

@@ -4,9 +4,11 @@ A connection is reused by every call whose BatchJob has the same host, port and 
 fingerprint (username, key or password, passphrase, known_hosts) — never across different
 credential sets. Each connection carries at most ``max_channels`` concurrent commands, below
 OpenSSH's default ``MaxSessions 10``; a dead connection is dropped and the next call
-reconnects. Connecting is single-flight per key: concurrent calls wait for one handshake.
-``evict_idle`` closes connections nobody used for a while (a rotated key's, say), so the pool
-holds only what is in use.
+reconnects. Connecting is single-flight per key: concurrent calls wait for one handshake, and
+a failed one answers every call for the next ``FAILED_SECONDS`` at once (a blackholed host
+would otherwise hold a thread per sync for the whole connect timeout). ``evict_idle`` closes
+connections nobody used for a while (a rotated key's, say), so the pool holds only what is in
+use.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from hooks.ssh import errors
 from hooks.ssh.client import OVERRUN, Completed, Connection, Remote, Target, connect
 
 Connector = Callable[[Target, Credentials, Deadline], Connection]
+FAILED_SECONDS = 10.0
+"""How long a failed connect answers for its key without another attempt."""
 
 
 class Connections(Protocol):
@@ -85,6 +89,8 @@ class _Slot:
     lock: threading.Lock = field(default_factory=threading.Lock)
     conn: PooledConnection | None = None
     used: float = 0.0
+    failure: errors.SSHError | None = None
+    failed_at: float = 0.0
 
 
 class Pool:
@@ -110,7 +116,7 @@ class Pool:
             raise errors.ClusterUnreachable(target.host, f"connecting to {target.host} stalled")
         try:
             if slot.conn is None or not slot.conn.conn.alive:
-                slot.conn = self._open(target, credentials, key, deadline)
+                slot.conn = self._reopen(slot, target, credentials, key, deadline)
             conn = slot.conn
         finally:
             slot.lock.release()
@@ -121,15 +127,21 @@ class Pool:
                 self._drop(slot, conn)
             raise
 
-    def _open(
-        self, target: Target, credentials: Credentials, key: str, deadline: Deadline
+    def _reopen(
+        self, slot: _Slot, target: Target, credentials: Credentials, key: str,
+        deadline: Deadline,
     ) -> PooledConnection:
+        """A new connection, or the failure of the last attempt while it is recent."""
+        if slot.failure is not None and time.monotonic() - slot.failed_at < FAILED_SECONDS:
+            raise slot.failure
         cluster = f"{target.host}:{target.port}"
         try:
             conn = self._connector(target, credentials, deadline)
-        except errors.SSHError:
+        except errors.SSHError as err:
+            slot.failure, slot.failed_at = err, time.monotonic()
             self._metrics.ssh_connect(cluster, ok=False)
             raise
+        slot.failure = None
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(conn, key, self.max_channels, self._metrics)
 
@@ -140,15 +152,19 @@ class Pool:
         conn.conn.close()
 
     def evict_idle(self, idle_seconds: float) -> int:
-        """Close the connections no call has opened for ``idle_seconds``; how many closed."""
+        """Close the connections no call has opened for ``idle_seconds``, and forget the
+        clusters no connection is left to; how many connections closed."""
         cutoff = time.monotonic() - idle_seconds
         with self._lock:
             idle = {key: slot for key, slot in self._slots.items() if slot.used < cutoff}
             for key in idle:
                 del self._slots[key]
+            kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
         for slot in idle.values():
             if slot.conn is not None:
                 slot.conn.conn.close()
+                if slot.conn.cluster not in kept:
+                    self._metrics.forget_cluster(slot.conn.cluster)
         return len(idle)
 
     def __len__(self) -> int:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import platform
 
 import pytest
+from prometheus_client import generate_latest
 
 from hooks.core.model import JobRef, JobRequest
 from hooks.deadline import Deadline
-from hooks.metrics import Metrics, verb
+from hooks.metrics import MAX_CLUSTERS, Metrics, verb
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.base import Scheduler
 from tests.unit.conftest import FakeConnection, completed, raw_spec, spec_of
@@ -71,3 +72,28 @@ def test_each_server_has_its_own_registry_with_build_info() -> None:
 )
 def test_verb(argv: list[str], expected: str) -> None:
     assert verb(argv) == expected
+
+
+def test_cluster_labels_are_only_clusters_a_login_succeeded_on() -> None:
+    metrics = Metrics()
+    for i in range(3000):
+        metrics.ssh_connect(f"host-{i}.example.org:22", ok=False)
+        with metrics.remote_command(f"host-{i}.example.org:22", ["squeue"]):
+            pass
+    page = generate_latest(metrics.registry).decode()
+    assert "host-" not in page
+    assert 'hpcbridge_ssh_connects_total{cluster="unverified",outcome="failed"} 3000.0' in page
+    metrics.ssh_connect("login.example.org:22", ok=True)
+    with metrics.remote_command("login.example.org:22", ["squeue"]):
+        pass
+    assert metrics.registry.get_sample_value(
+        "hpcbridge_remote_commands_total",
+        {"cluster": "login.example.org:22", "verb": "squeue", "outcome": "ok"}) == 1
+
+
+def test_at_most_max_clusters_get_a_label_of_their_own() -> None:
+    metrics = Metrics()
+    for i in range(MAX_CLUSTERS + 50):
+        metrics.ssh_connect(f"host-{i}:22", ok=True)
+    page = generate_latest(metrics.registry).decode()
+    assert page.count("hpcbridge_ssh_connects_total{cluster=\"host-") == MAX_CLUSTERS

@@ -86,3 +86,42 @@ def test_no_free_channel_within_the_deadline_is_a_command_timeout() -> None:
                 conn._channel(["squeue"], Deadline.after(5.2)):
             pass
     assert time.monotonic() - started < 1
+
+
+class Failing(Connector):
+    def __call__(self, target: Target, credentials: Credentials,
+                 deadline: Deadline) -> Connection:
+        self.made.append(FakeTransport())
+        raise errors.ClusterUnreachable(target.host, f"cannot reach {target.host}")
+
+
+def test_a_failed_connect_answers_for_a_while_without_another_attempt(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connector = Failing()
+    shared = Pool(Metrics(), connector=connector)
+    creds = Credentials("alice", password="a")
+    for _ in range(5):
+        with pytest.raises(errors.ClusterUnreachable), \
+                shared.open(TARGET, creds, deadline=Deadline.after(5)):
+            pass
+    assert len(connector.made) == 1
+    later = time.monotonic() + 11
+    monkeypatch.setattr("hooks.ssh.pool.time.monotonic", lambda: later)
+    with pytest.raises(errors.ClusterUnreachable), \
+            shared.open(TARGET, creds, deadline=Deadline.after(5)):
+        pass
+    assert len(connector.made) == 2
+
+
+def test_an_idle_cluster_leaves_the_metrics() -> None:
+    metrics = Metrics()
+    shared = Pool(metrics, connector=Connector())
+    with (shared.open(TARGET, Credentials("alice", password="a"), deadline=Deadline.after(5))
+          as conn, conn._channel(["squeue"], Deadline.after(10))):
+        pass
+    series = {"cluster": "login.hpc.example.org:22", "verb": "squeue", "outcome": "ok"}
+    assert metrics.registry.get_sample_value("hpcbridge_remote_commands_total", series) == 1
+    time.sleep(0.02)
+    shared.evict_idle(0.01)
+    assert metrics.registry.get_sample_value("hpcbridge_remote_commands_total", series) is None
