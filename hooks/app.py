@@ -7,6 +7,7 @@ a JSON 500 whose traceback goes to the server log only.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -41,7 +42,11 @@ class FastJSON(JSONProvider):
         return orjson.loads(s)
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        body = orjson.dumps(self._prepare_response_obj(args, kwargs))
+        obj = self._prepare_response_obj(args, kwargs)
+        try:
+            body = orjson.dumps(obj)
+        except TypeError:  # a lone surrogate or a huge number from the request, echoed back
+            body = json.dumps(obj).encode()
         return Response(body, mimetype="application/json")
 
 

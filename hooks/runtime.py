@@ -3,7 +3,8 @@
 The scheduler registry, the SSH connection pool, the shared status cache, the metrics and the
 clocks live in one ``Runtime``; nothing module-level holds state. Idle SSH connections and the
 shared status of clusters nobody asks about any more are dropped on one schedule
-(``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds).
+(``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds, or every half
+``HPCBRIDGE_IDLE_SECONDS`` when that is shorter).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Runtime:
             pool=pool or Pool(metrics, max_channels=settings.max_channels),
             cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
             clock=clock,
-            _next_sweep=time.monotonic() + SWEEP_EVERY,
+            _next_sweep=time.monotonic() + min(SWEEP_EVERY, settings.idle_seconds / 2),
         )
 
     @property
@@ -74,7 +75,7 @@ class Runtime:
         if now < self._next_sweep or not self._sweeping.acquire(blocking=False):
             return
         try:
-            self._next_sweep = now + SWEEP_EVERY
+            self._next_sweep = now + min(SWEEP_EVERY, self.settings.idle_seconds / 2)
             self.sweep()
         finally:
             self._sweeping.release()

@@ -132,8 +132,9 @@ def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:
         if not isinstance(metadata.get(field), str) or not form.fullmatch(metadata[field]):
             raise BadHookRequest(f"'{key}.metadata.{field}' must be {what}")
     generation = metadata.get("generation", 1)
-    if isinstance(generation, bool) or not isinstance(generation, int):
-        raise BadHookRequest(f"'{key}.metadata.generation' must be an integer")
+    if isinstance(generation, bool) or not isinstance(generation, int) or not (
+            0 <= generation < 2**63):
+        raise BadHookRequest(f"'{key}.metadata.generation' must be an integer of int64")
     for field in ("spec", "status"):
         if parent.get(field) is not None and not isinstance(parent[field], dict):
             raise BadHookRequest(f"'{key}.{field}' must be an object")

@@ -145,7 +145,8 @@ def line(value: object, where: str) -> str | None:
 def _cluster(cluster: Mapping[str, Any]) -> ClusterRef:
     host = cluster.get("host")
     if (not isinstance(host, str) or not host or len(host) > 253 or has_control(host)
-            or any(c.isspace() for c in host)):
+            or any(c.isspace() for c in host)
+            or not all(0 < len(label) < 64 for label in host.removesuffix(".").split("."))):
         raise SpecError("spec.cluster.host must be the SSH host name of the login node.")
     secret_ref = mapping(cluster.get("secretRef"), "spec.cluster.secretRef")
     secret_name = secret_ref.get("name")
@@ -174,7 +175,10 @@ def _script(script: object) -> str:
 def _resources(raw: Mapping[str, Any]) -> Resources:
     time_limit = raw.get("timeLimit")
     memory = raw.get("memory")
-    if isinstance(time_limit, int) and time_limit.bit_length() > 64:
+    plausible = (isinstance(time_limit, str) and len(time_limit) <= 32) or (
+        isinstance(time_limit, int) and not isinstance(time_limit, bool)
+        and time_limit.bit_length() <= 64)
+    if time_limit is not None and not plausible:
         raise SpecError(f"spec.resources.timeLimit: {shown(time_limit)} is not a duration "
                         "like 90s, 30m, 2h or 1d12h.")
     try:

@@ -7,6 +7,7 @@ that enters is ``now`` for a condition whose status flips, and the submit time o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +17,8 @@ from hooks.core.spec import DNS_SUBDOMAIN, INT32
 from hooks.core.text import has_control
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable")
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+INT64 = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +76,10 @@ def from_raw(raw: object) -> Status:
         failed=_count(raw.get("failed")),
         cancelled=_count(raw.get("cancelled")),
         exit_code=_exit_code(raw.get("exitCode")),
-        submit_time=_optional_text(raw.get("submitTime")),
-        start_time=_optional_text(raw.get("startTime")),
-        completion_time=_optional_text(raw.get("completionTime")),
-        logs_pod=_optional_text(raw.get("logsPod")),
+        submit_time=_time(raw.get("submitTime")),
+        start_time=_time(raw.get("startTime")),
+        completion_time=_time(raw.get("completionTime")),
+        logs_pod=_name(raw.get("logsPod")),
         cluster=_cluster(raw.get("cluster")),
         reachable={"True": True, "False": False}.get(_text(reach.get("status"))),
         reachability_reason=_text(reach.get("reason")),
@@ -175,8 +178,8 @@ def _stamp(
     condition: dict[str, str], old: Mapping[str, Any] | None, now: str
 ) -> dict[str, str]:
     unchanged = old is not None and old.get("status") == condition["status"]
-    when = old.get("lastTransitionTime") if unchanged and old is not None else None
-    return {**condition, "lastTransitionTime": when if isinstance(when, str) else now}
+    when = _time(old.get("lastTransitionTime")) if unchanged and old is not None else None
+    return {**condition, "lastTransitionTime": when or now}
 
 
 def condition(raw: object, kind: str) -> Mapping[str, Any]:
@@ -224,7 +227,8 @@ def _enum(kind: Any, value: object, default: Any) -> Any:
 
 
 def _count(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= INT32:
+    """A stored count or generation: positive, and within int64 like a generation."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= INT64:
         return value
     return 0
 
@@ -239,5 +243,10 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _optional_text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _time(value: object) -> str | None:
+    """A stored time as the hooks write it (``2026-11-22T10:00:05Z``), else None."""
+    return value if isinstance(value, str) and TIME.fullmatch(value) else None
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and DNS_SUBDOMAIN.fullmatch(value) else None

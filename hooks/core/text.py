@@ -8,6 +8,8 @@ def shown(value: object) -> str:
     """``value`` for a message: short, and never a number too long to print."""
     if isinstance(value, int) and value.bit_length() > 64:
         return "a number of more than 19 digits"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

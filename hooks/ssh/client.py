@@ -191,6 +191,8 @@ def connect(target: Target, credentials: Credentials, *, deadline: Deadline) -> 
     known = None if target.insecure_skip_host_key_check else known_host_keys(credentials, target)
     try:
         sock = socket.create_connection((host, target.port), timeout=_left(deadline))
+    except UnicodeError as err:
+        raise errors.ClusterUnreachable(host, f"{host!r} is not a host name") from err
     except OSError as err:
         raise errors.ClusterUnreachable(
             host, f"cannot reach {host} port {target.port}: {err.strerror or err}"
@@ -220,13 +222,12 @@ def _handshake(
     try:
         transport.start_client(timeout=_left(deadline))
     except (paramiko.SSHException, OSError, EOFError) as err:
+        if deadline.left() < 1:  # paramiko's banner timeout, which is ours
+            raise _timed_out(transport, target) from err
         raise errors.ClusterUnreachable(host, f"SSH handshake with {host} failed: {err}") from err
     if not transport.is_active() or not transport.initial_kex_done:
         # start_client returns when its timeout passes, handshake done or not.
-        stage = ("it sent no SSH banner" if not transport.remote_version
-                 else f"{transport.remote_version} did not finish the key exchange")
-        raise errors.ClusterUnreachable(
-            host, f"the SSH handshake with {host} port {target.port} timed out: {stage}")
+        raise _timed_out(transport, target)
     if known is None:
         return
     offered = transport.get_remote_server_key()
@@ -237,6 +238,13 @@ def _handshake(
             f"the host key of {target.known_hosts_name} ({offered.get_name()} "
             f"{offered.fingerprint}) is not in the Secret's known_hosts",
         )
+
+
+def _timed_out(transport: paramiko.Transport, target: Target) -> errors.ClusterUnreachable:
+    stage = ("it sent no SSH banner" if not transport.remote_version
+             else f"{transport.remote_version} did not finish the key exchange")
+    return errors.ClusterUnreachable(
+        target.host, f"the SSH handshake with {target.host} port {target.port} timed out: {stage}")
 
 
 def _authenticate(

@@ -138,7 +138,8 @@ class Pool:
         try:
             conn = self._connector(target, credentials, deadline)
         except errors.SSHError as err:
-            slot.failure, slot.failed_at = err, time.monotonic()
+            # A copy without the traceback, which would keep every frame of the attempt alive.
+            slot.failure, slot.failed_at = type(err)(err.host, err.message), time.monotonic()
             self._metrics.ssh_connect(cluster, ok=False)
             raise
         slot.failure = None

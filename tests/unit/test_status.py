@@ -295,6 +295,6 @@ def test_a_stored_cluster_the_hooks_could_not_have_written_is_none(
 
 
 def test_stored_numbers_out_of_range_are_ignored() -> None:
-    stored = from_raw({"attempt": 10**5000, "active": 2**40, "exitCode": -(10**30),
+    stored = from_raw({"attempt": 10**5000, "active": 2**64, "exitCode": -(10**30),
                        "retries": 3})
     assert (stored.attempt, stored.active, stored.exit_code, stored.retries) == (0, 0, None, 3)
