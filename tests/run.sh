@@ -23,6 +23,8 @@ bash tests/tools.sh || fail "installing the static tests' programs (tests/tools.
 step "unit and static tests"
 "$bin/pytest" -q -p no:cacheprovider tests/unit tests/static || fail "unit and static tests"
 "$bin/pytest" -q -p no:cacheprovider --doctest-modules hooks/core hooks/schedulers || fail "doctests"
+step "fuzzing the hook server"
+"$bin/pytest" -q -p no:cacheprovider tests/fuzz || fail "fuzzing"
 
 if [ "$(id -u)" -ne 0 ]; then
   why="the real-cluster tests did not run: they need root (they install Debian packages, add the users hpcuser and submitter, and write /etc/slurm and /etc/munge), so run make test as root on a disposable machine"
