@@ -20,7 +20,7 @@ from flask.json.provider import JSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
-from hooks import logformat
+from hooks import auth, logformat
 from hooks.core.request import BadHookRequest
 from hooks.executor import Executor
 from hooks.runtime import Runtime
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     # 54 to 371 MiB.
     app.config["MAX_CONTENT_LENGTH"] = runtime.settings.max_body
     app.extensions["hpcbridge"] = Executor(runtime)
+    app.extensions["hpcbridge.auth"] = auth.Policy.from_env(os.environ)  # token file read once
     app.register_blueprint(bp)
     app.register_error_handler(BadHookRequest, _bad_request)
     app.register_error_handler(HTTPException, _http_error)
@@ -107,6 +108,25 @@ def metrics_page() -> Response:
 def _start_clock() -> None:
     g.started = time.perf_counter()
     logformat.begin_call()
+
+
+OPEN_VIEWS = frozenset({"hooks.healthz", "hooks.metrics_page"})
+
+
+@bp.before_app_request
+def _authenticate() -> tuple[Response, int] | None:
+    """Every view but /healthz and /metrics needs what ``hooks.auth`` requires (the bearer
+    token, a verified client certificate); keyed by the matched view, not the path's text."""
+    if request.endpoint in OPEN_VIEWS:
+        return None
+    policy: auth.Policy = current_app.extensions["hpcbridge.auth"]
+    refused = policy.refusal(request.headers.get("Authorization"), request.environ)
+    if refused is None:
+        return None
+    response = jsonify({"error": "unauthorized", "message": refused})
+    if policy.token is not None:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="hpcbridge"'
+    return response, 401
 
 
 @bp.after_app_request

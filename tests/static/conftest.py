@@ -1,7 +1,8 @@
 """The programs the static tests run besides Python: kubectl (its kustomize renders the installs,
-as `kubectl apply -k` does), kustomize (the README's `kustomize edit set image`) and promtool
-(the alert rules). tests/tools.sh installs the missing ones as root. A test whose program is
-missing fails with CI=true and is skipped otherwise."""
+as `kubectl apply -k` does, and its client-side dry runs print the Secrets the documented steps
+create), kustomize (the README's `kustomize edit set image`), promtool (the alert rules) and
+openssl (the certificate recipe in docs/operations.md). tests/tools.sh installs the missing
+ones as root. A test whose program is missing fails with CI=true and is skipped otherwise."""
 
 from __future__ import annotations
 
@@ -44,6 +45,17 @@ def promtool() -> str:
 @pytest.fixture(scope="session")
 def kustomize() -> str:
     return require_program("kustomize")
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    """kubectl itself, for client-side dry runs of `kubectl create secret` steps."""
+    return require_program("kubectl")
+
+
+@pytest.fixture(scope="session")
+def openssl() -> str:
+    return require_program("openssl")
 
 
 def run(argv: list[str], cwd: Path | None = None) -> str:

@@ -267,9 +267,10 @@ def test_service_monitor_scrapes_the_hook_service(render: Render) -> None:
     (service,) = [doc for doc in render(REPO / "deploy/base") if doc["kind"] == "Service"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
-    ports = {port["name"] for port in service["spec"]["ports"]}
-    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("http", "/metrics")]
-    assert "http" in ports
+    ports = {port["name"]: port for port in service["spec"]["ports"]}
+    endpoints = [(e["port"], e["path"], e.get("scheme")) for e in monitor["spec"]["endpoints"]]
+    assert endpoints == [("metrics", "/metrics", None)]  # plain HTTP, the hooks' port is TLS
+    assert ports["metrics"]["targetPort"] == "metrics"
 
 
 def test_ksm_role_reads_batchjobs(render: Render) -> None:

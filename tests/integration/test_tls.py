@@ -1,0 +1,329 @@
+"""The hook server as deploy/ runs it: HTTPS with a private CA, Metacontroller's client
+certificate (mutual TLS) and its bearer token, /healthz open to probes that present no
+certificate, and /metrics in plain HTTP on a port of its own.
+
+gunicorn starts as the ``hook_server`` fixture starts it, plus the TLS settings; the CA and the
+certificates are made here, in a temporary directory. No test cluster is needed: the hook
+called is customize, which answers without contacting one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.driver import REPO
+from tests.integration.conftest import free_port
+
+CUSTOMIZE = (REPO / "examples/requests/customize.json").read_bytes()
+JSON = {"Content-Type": "application/json"}
+TOKEN = "6f1d0c5e9b7a4e2f8c3d1a0b9e8f7a6d"
+SERVICE = "hpcbridge-hooks.hpcbridge-system.svc"
+
+
+@dataclass(frozen=True)
+class Issued:
+    cert: Path
+    key: Path
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return str(self.cert), str(self.key)
+
+
+def issue(directory: Path, name: str, *, signer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
+          | None = None, usage: x509.ObjectIdentifier | None = None
+          ) -> tuple[Issued, x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A key and certificate: a self-signed CA without ``signer``, else a leaf it signs for
+    ``usage`` (server or client authentication)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    issuer_cert, issuer_key = signer or (None, key)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_cert.subject if issuer_cert else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    if issuer_cert is None:
+        builder = (
+            builder
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=False, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+                encipher_only=False, decipher_only=False), critical=True)
+        )
+    else:
+        ski = issuer_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+        builder = (
+            builder
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage or ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+        )
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName(SERVICE), x509.DNSName("localhost"),
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+    cert = builder.sign(issuer_key, hashes.SHA256())
+    issued = Issued(directory / f"{name}.crt", directory / f"{name}.key")
+    write_atomically(issued.key, key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    write_atomically(issued.cert, cert.public_bytes(serialization.Encoding.PEM))
+    return issued, cert, key
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` at once, as Kubernetes updates a mounted Secret."""
+    part = path.with_suffix(path.suffix + ".part")
+    part.write_bytes(data)
+    part.chmod(0o600)
+    os.replace(part, path)
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+    ca: Issued
+    ca_cert: x509.Certificate
+    ca_key: ec.EllipticCurvePrivateKey
+    server: Issued
+    client: Issued
+    other_client: Issued
+    token: Path
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """The CA the hooks trust, their serving certificate, Metacontroller's client certificate,
+    a client certificate from a CA they do not trust, and the bearer token's file."""
+    directory = tmp_path_factory.mktemp("pki")
+    ca, ca_cert, ca_key = issue(directory, "hpcbridge-ca")
+    server, _, _ = issue(directory, "hooks", signer=(ca_cert, ca_key),
+                         usage=ExtendedKeyUsageOID.SERVER_AUTH)
+    client, _, _ = issue(directory, "metacontroller", signer=(ca_cert, ca_key))
+    _, other_cert, other_key = issue(directory, "other-ca")
+    other_client, _, _ = issue(directory, "intruder", signer=(other_cert, other_key))
+    token = directory / "token"
+    token.write_text(TOKEN + "\n")  # as `kubectl create secret --from-file` may keep it
+    return Pki(directory, ca, ca_cert, ca_key, server, client, other_client, token)
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    metrics_url: str
+    port: int
+    pki: Pki
+
+
+def tls_env(pki: Pki, port: int, metrics_port: int) -> dict[str, str]:
+    return {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
+            "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test",
+            "HPCBRIDGE_TLS_CERT": str(pki.server.cert), "HPCBRIDGE_TLS_KEY": str(pki.server.key),
+            "HPCBRIDGE_TLS_CLIENT_CA": str(pki.ca.cert),
+            "HPCBRIDGE_AUTH_TOKEN_FILE": str(pki.token),
+            "HPCBRIDGE_METRICS_PORT": str(metrics_port)}
+
+
+def wait_healthy(url: str, ca: Path, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if requests.get(f"{url}/healthz", verify=str(ca), timeout=2).ok:
+                return
+        except (requests.ConnectionError, requests.Timeout):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer /healthz within {within:.0f} s")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port, metrics_port = free_port(), free_port()
+    log = tmp_path_factory.mktemp("hooks-tls") / "gunicorn.log"
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
+            cwd=REPO, env=tls_env(pki, port, metrics_port), stdout=sink,
+            stderr=subprocess.STDOUT)
+    url = f"https://127.0.0.1:{port}"
+    try:
+        try:
+            wait_healthy(url, pki.ca.cert)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {log.read_text()}") from None
+        yield Server(url, f"http://127.0.0.1:{metrics_port}", port, pki)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    server_log = log.read_text()
+    assert "Traceback" not in server_log, server_log
+
+
+def customize(server: Server, *, cert: Issued | None = None,
+              authorization: str | None = f"Bearer {TOKEN}") -> requests.Response:
+    headers = {**JSON, **({"Authorization": authorization} if authorization else {})}
+    return requests.post(f"{server.url}/customize", data=CUSTOMIZE, headers=headers,
+                         verify=str(server.pki.ca.cert), cert=cert.pair if cert else None,
+                         timeout=10)
+
+
+def test_healthz_needs_no_client_certificate_nor_token(server: Server) -> None:
+    """As the kubelet's HTTPS probe asks: with no certificate and no token."""
+    answer = requests.get(f"{server.url}/healthz", verify=str(server.pki.ca.cert), timeout=10)
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+
+
+def test_the_server_proves_its_name_with_the_private_ca(server: Server) -> None:
+    answer = requests.get(f"https://localhost:{server.port}/healthz",
+                          verify=str(server.pki.ca.cert), timeout=10)
+    assert answer.ok
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(f"{server.url}/healthz", timeout=10)  # the system's CAs do not know it
+
+
+def test_a_hook_call_with_certificate_and_token_is_answered(server: Server) -> None:
+    answer = customize(server, cert=server.pki.client)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["relatedResources"][0]["resource"] == "secrets"
+
+
+def test_a_hook_call_without_client_certificate_is_refused(server: Server) -> None:
+    answer = customize(server)
+    assert answer.status_code == 401
+    assert answer.json() == {"error": "unauthorized", "message":
+                             "a client certificate signed by the hooks' client CA is required"}
+
+
+@pytest.mark.parametrize(("authorization", "message"), [
+    pytest.param(None, "an Authorization: Bearer token is required", id="no-token"),
+    pytest.param("Bearer not-the-token", "the bearer token is not the one the hooks accept",
+                 id="wrong-token"),
+    pytest.param(f"Basic {TOKEN}", "the bearer token is not the one the hooks accept",
+                 id="wrong-scheme"),
+])
+def test_a_hook_call_without_the_token_is_refused(
+        server: Server, authorization: str | None, message: str) -> None:
+    for hook in ("customize", "sync", "finalize"):
+        headers = {**JSON, **({"Authorization": authorization} if authorization else {})}
+        answer = requests.post(f"{server.url}/{hook}", data=CUSTOMIZE, headers=headers,
+                               verify=str(server.pki.ca.cert), cert=server.pki.client.pair,
+                               timeout=10)
+        assert answer.status_code == 401, hook
+        assert answer.json() == {"error": "unauthorized", "message": message}
+        assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
+
+
+def test_a_client_certificate_from_another_ca_fails_the_handshake(server: Server) -> None:
+    with pytest.raises(requests.exceptions.ConnectionError):
+        customize(server, cert=server.pki.other_client)
+
+
+def test_the_serving_certificate_is_no_client_certificate(server: Server) -> None:
+    """Signed by the right CA, but for server authentication only (its extended key usage)."""
+    with pytest.raises(requests.exceptions.ConnectionError):
+        customize(server, cert=server.pki.server)
+
+
+def test_plain_http_to_the_tls_port_gets_no_answer(server: Server) -> None:
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.post(f"http://127.0.0.1:{server.port}/customize", data=CUSTOMIZE,
+                      headers={**JSON, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+
+
+def metric(text: str, name: str, labels: str) -> float:
+    match = re.search(rf"^{re.escape(name)}{{{re.escape(labels)}}} (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_the_metrics_port_serves_the_hooks_registry_in_plain_http(server: Server) -> None:
+    before = requests.get(f"{server.metrics_url}/metrics", timeout=10)
+    assert customize(server, cert=server.pki.client).ok
+    after = requests.get(f"{server.metrics_url}/metrics", timeout=10)
+    assert before.status_code == after.status_code == 200
+    assert 'hpcbridge_build_info{python=' in after.text
+    labels = 'hook="customize",outcome="ok"'
+    counted = metric(after.text, "hpcbridge_hook_requests_total", labels)
+    assert counted == metric(before.text, "hpcbridge_hook_requests_total", labels) + 1
+
+
+def test_the_metrics_port_serves_no_hooks(server: Server) -> None:
+    answer = requests.post(f"{server.metrics_url}/customize", data=CUSTOMIZE, headers=JSON,
+                           timeout=10)
+    assert answer.status_code == 405
+
+
+def served_certificate(server: Server) -> x509.Certificate:
+    context = ssl.create_default_context(cafile=str(server.pki.ca.cert))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)
+
+
+def test_a_renewed_serving_certificate_is_used_without_a_restart(server: Server) -> None:
+    """As cert-manager renews the Secret and the kubelet updates the mounted files."""
+    first = served_certificate(server)
+    pki = server.pki
+    renewed_dir = pki.directory / "renewed"
+    renewed_dir.mkdir()
+    renewed, cert, _ = issue(renewed_dir, "hooks", signer=(pki.ca_cert, pki.ca_key),
+                             usage=ExtendedKeyUsageOID.SERVER_AUTH)
+    write_atomically(pki.server.key, renewed.key.read_bytes())
+    write_atomically(pki.server.cert, renewed.cert.read_bytes())
+    assert served_certificate(server).serial_number == cert.serial_number != first.serial_number
+    assert customize(server, cert=pki.client).ok
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    pytest.param({"HPCBRIDGE_TLS_CERT": "/x.crt"},
+                 "set HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY together, or neither", id="no-key"),
+    pytest.param({"HPCBRIDGE_TLS_CLIENT_CA": "/ca.crt"},
+                 "HPCBRIDGE_TLS_CLIENT_CA needs HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY",
+                 id="client-ca-without-tls"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "8080", "PORT": "8080"},
+                 "HPCBRIDGE_METRICS_PORT='8080' is not a free port number beside PORT",
+                 id="metrics-on-the-hook-port"),
+])
+def test_incomplete_tls_settings_stop_the_server(settings: dict[str, str], message: str) -> None:
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("HPCBRIDGE_TLS_", "HPCBRIDGE_METRICS_"))}
+    done = subprocess.run([sys.executable, "-c", "import hooks.gunicorn_conf"], cwd=REPO,
+                          env={**env, **settings}, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode != 0
+    assert f"ValueError: {message}" in done.stderr

@@ -1,0 +1,177 @@
+"""hooks.auth: the bearer token and the client certificate a hook call must bring, and the
+app's check of them (every view but /healthz and /metrics). TLS itself is tested end to end in
+tests/integration/test_tls.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from hooks import auth
+from hooks.app import create_app
+from tests.unit.conftest import runtime
+
+REPO = Path(__file__).resolve().parents[2]
+CUSTOMIZE = json.loads((REPO / "examples/requests/customize.json").read_text())
+TOKEN = b"0123456789abcdef"
+
+
+class Socket:
+    """What the app sees of a connection: ``getpeercert()`` as ssl.SSLSocket answers it."""
+
+    def __init__(self, peer: object) -> None:
+        self.peer = peer
+
+    def getpeercert(self) -> Any:
+        if isinstance(self.peer, Exception):
+            raise self.peer
+        return self.peer
+
+
+VERIFIED = Socket({"subject": ((("commonName", "metacontroller"),),)})
+NO_CERTIFICATE = Socket(None)
+
+
+@pytest.mark.parametrize(("header", "allowed"), [
+    pytest.param("Bearer 0123456789abcdef", True, id="token"),
+    pytest.param("bearer 0123456789abcdef", True, id="scheme-any-case"),
+    pytest.param("  Bearer   0123456789abcdef  ", True, id="spaces"),
+    pytest.param(None, False, id="no-header"),
+    pytest.param("", False, id="empty"),
+    pytest.param("Bearer", False, id="no-credentials"),
+    pytest.param("Bearer 0123456789abcde", False, id="prefix"),
+    pytest.param("Bearer 0123456789abcdef0", False, id="longer"),
+    pytest.param("Basic 0123456789abcdef", False, id="basic"),
+    pytest.param("0123456789abcdef", False, id="bare-token"),
+    pytest.param("Bearer 0123456789abcdeé", False, id="latin-1"),
+    pytest.param("Bearer 0123456789abcde\u20ac", False, id="not-latin-1"),
+])
+def test_token_allows(header: str | None, allowed: bool) -> None:
+    assert auth.token_allows(TOKEN, header) is allowed
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer anything", "Basic x"])
+def test_without_a_configured_token_every_call_is_allowed(header: str | None) -> None:
+    assert auth.token_allows(None, header) is True
+
+
+def test_the_token_file_is_read_without_surrounding_whitespace(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_bytes(b"  " + TOKEN + b"\n")
+    assert auth.read_token(str(path)) == TOKEN
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    pytest.param(b"\n", "is empty", id="empty"),
+    pytest.param(None, "cannot be read: No such file or directory", id="missing"),
+])
+def test_an_unusable_token_file_stops_the_app(
+        tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"^HPCBRIDGE_AUTH_TOKEN_FILE='{path}' {message}$"):
+        auth.read_token(str(path))
+
+
+@pytest.mark.parametrize(("environ", "presented"), [
+    pytest.param({"gunicorn.socket": VERIFIED}, True, id="verified"),
+    pytest.param({"gunicorn.socket": NO_CERTIFICATE}, False, id="none-presented"),
+    pytest.param({"gunicorn.socket": Socket({})}, False, id="not-verified"),
+    pytest.param({"gunicorn.socket": Socket(ValueError("handshake"))}, False, id="no-handshake"),
+    pytest.param({"gunicorn.socket": object()}, False, id="plain-socket"),
+    pytest.param({}, False, id="no-socket"),
+])
+def test_presented_certificate(environ: dict[str, Any], presented: bool) -> None:
+    assert auth.presented_certificate(environ) is presented
+
+
+def test_policy_from_env(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_bytes(TOKEN)
+    assert auth.Policy.from_env({}) == auth.Policy(None, client_certificate=False)
+    policy = auth.Policy.from_env({"HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
+                                   "HPCBRIDGE_TLS_CLIENT_CA": "/etc/hpcbridge/tls/ca.crt"})
+    assert policy == auth.Policy(TOKEN, client_certificate=True)
+    assert TOKEN.decode() not in repr(policy)
+
+
+def test_policy_refusal_checks_the_certificate_first() -> None:
+    policy = auth.Policy(TOKEN, client_certificate=True)
+    good = "Bearer " + TOKEN.decode()
+    assert policy.refusal(good, {"gunicorn.socket": VERIFIED}) is None
+    assert policy.refusal(good, {"gunicorn.socket": NO_CERTIFICATE}) == (
+        "a client certificate signed by the hooks' client CA is required")
+    assert policy.refusal(None, {"gunicorn.socket": NO_CERTIFICATE}) == (
+        "a client certificate signed by the hooks' client CA is required")
+    assert policy.refusal(None, {"gunicorn.socket": VERIFIED}) == (
+        "an Authorization: Bearer token is required")
+    assert policy.refusal("Bearer x", {"gunicorn.socket": VERIFIED}) == (
+        "the bearer token is not the one the hooks accept")
+    assert auth.Policy().refusal(None, {}) is None
+
+
+# --- the app -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FlaskClient:
+    """An app built with both settings, as deploy/ runs it."""
+    path = tmp_path / "token"
+    path.write_bytes(TOKEN + b"\n")
+    monkeypatch.setenv("HPCBRIDGE_AUTH_TOKEN_FILE", str(path))
+    monkeypatch.setenv("HPCBRIDGE_TLS_CLIENT_CA", "/etc/hpcbridge/tls/ca.crt")
+    return create_app(runtime=runtime()).test_client()
+
+
+def call(client: FlaskClient, path: str, *, socket: Socket = VERIFIED,
+         authorization: str | None = "Bearer " + TOKEN.decode()) -> Any:
+    headers = {"Authorization": authorization} if authorization else {}
+    return client.post(path, json=CUSTOMIZE, headers=headers,
+                       environ_base={"gunicorn.socket": socket})
+
+
+def test_the_app_answers_a_call_with_certificate_and_token(secured: FlaskClient) -> None:
+    answer = call(secured, "/customize")
+    assert answer.status_code == 200
+    assert answer.json["relatedResources"][0]["resource"] == "secrets"
+
+
+@pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize", "/nowhere"])
+@pytest.mark.parametrize(("socket", "authorization"), [
+    pytest.param(NO_CERTIFICATE, "Bearer " + TOKEN.decode(), id="no-certificate"),
+    pytest.param(VERIFIED, None, id="no-token"),
+    pytest.param(VERIFIED, "Bearer wrong", id="wrong-token"),
+])
+def test_the_app_refuses_other_calls_with_a_json_401(
+        secured: FlaskClient, path: str, socket: Socket, authorization: str | None) -> None:
+    answer = call(secured, path, socket=socket, authorization=authorization)
+    assert answer.status_code == 401
+    assert answer.json["error"] == "unauthorized"
+    assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics"])
+def test_healthz_and_metrics_stay_open(secured: FlaskClient, path: str) -> None:
+    answer = secured.get(path, environ_base={"gunicorn.socket": NO_CERTIFICATE})
+    assert answer.status_code == 200
+
+
+def test_without_the_settings_the_app_asks_for_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run`: plain HTTP, no token."""
+    monkeypatch.delenv("HPCBRIDGE_AUTH_TOKEN_FILE", raising=False)
+    monkeypatch.delenv("HPCBRIDGE_TLS_CLIENT_CA", raising=False)
+    client = create_app(runtime=runtime()).test_client()
+    assert client.post("/customize", json=CUSTOMIZE).status_code == 200
+
+
+def test_an_empty_token_file_stops_the_app(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "token").write_text("")
+    monkeypatch.setenv("HPCBRIDGE_AUTH_TOKEN_FILE", str(tmp_path / "token"))
+    with pytest.raises(ValueError, match="is empty"):
+        create_app(runtime=runtime())
