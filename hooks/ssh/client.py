@@ -28,6 +28,7 @@ import paramiko
 
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
+from hooks.metrics import verb
 from hooks.ssh import errors
 
 # paramiko's transport thread logs every failed handshake with a traceback; the failure comes
@@ -38,6 +39,10 @@ logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 MAX_OUTPUT = 64 * 1024 * 1024
 MAX_STDERR = 64 * 1024
 KILL_GRACE = 3
+TIMED_OUT = frozenset({124, 137})
+"""Exit statuses of the remote ``timeout`` when it stopped the command (TERM, then KILL)."""
+NO_EXIT_STATUS = -1
+"""What paramiko reports for a channel that closed without an exit status: sshd went away."""
 OVERRUN = KILL_GRACE + 1
 """Seconds a command can take past its remote limit before its caller has the answer."""
 
@@ -115,9 +120,17 @@ class Connection:
         host = self.target.host
         remote_limit = math.floor(deadline.left() - OVERRUN)
         if remote_limit < 1:
-            raise errors.CommandTimeout(host, f"no time was left to run {argv[0]} on {host}")
+            raise errors.CommandTimeout(host, f"no time was left to run {verb(argv)} on {host}")
         command = shlex.join(["timeout", "-k", str(KILL_GRACE), str(remote_limit), *argv])
-        return self._exchange(command, argv, sink, stdin, deadline.within(remote_limit + OVERRUN))
+        status, err = self._exchange(command, argv, sink, stdin,
+                                     deadline.within(remote_limit + OVERRUN))
+        if status in TIMED_OUT:
+            raise errors.CommandTimeout(
+                host, f"{verb(argv)} on {host} ran past its {remote_limit} s limit and was stopped")
+        if status == NO_EXIT_STATUS:
+            raise errors.ClusterUnreachable(
+                host, f"the SSH connection to {host} closed while {verb(argv)} ran")
+        return status, err
 
     def _exchange(
         self, command: str, argv: Sequence[str], sink: Callable[[bytes], None], stdin: bytes,
@@ -135,7 +148,7 @@ class Connection:
                 channel.shutdown_write()
             return _collect(channel, sink, deadline, host)
         except TimeoutError as err:
-            raise errors.CommandTimeout(host, f"{argv[0]} on {host} timed out") from err
+            raise errors.CommandTimeout(host, f"{verb(argv)} on {host} timed out") from err
         except (paramiko.SSHException, OSError, EOFError) as err:
             raise errors.ClusterUnreachable(host, f"SSH to {host} failed: {err}") from err
         finally:
