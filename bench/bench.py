@@ -38,7 +38,8 @@ from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors as ssh_errors
-from hooks.ssh.client import Target, connect
+from hooks.ssh.client import Target
+from hooks.ssh.login import connect
 from tests.driver import Driver, wait_serving
 from tests.integration.conftest import Cluster, cluster_from_state, free_port
 

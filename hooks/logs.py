@@ -28,7 +28,8 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.schedulers import REGISTRY
 from hooks.ssh import errors
-from hooks.ssh.client import Remote, Target, connect
+from hooks.ssh.client import Remote, Target
+from hooks.ssh.login import connect
 
 STREAMS = {"out": "stdout", "err": "stderr"}
 READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }

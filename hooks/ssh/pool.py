@@ -24,7 +24,8 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
-from hooks.ssh.client import OVERRUN, Completed, Connection, Remote, Target, connect
+from hooks.ssh.client import OVERRUN, Completed, Connection, Remote, Target
+from hooks.ssh.login import connect
 
 Connector = Callable[[Target, Credentials, Deadline], Connection]
 FAILED_SECONDS = 10.0

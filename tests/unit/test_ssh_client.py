@@ -14,7 +14,8 @@ import pytest
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
-from hooks.ssh.client import Target, _usable_key, connect
+from hooks.ssh.client import Target
+from hooks.ssh.login import _usable_key, connect
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
