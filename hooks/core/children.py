@@ -18,6 +18,7 @@ from hooks.core.status import Status
 
 SECRET_MOUNT = "/var/run/secrets/hpcbridge"
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+SELECTOR_LABEL = "controller-uid"
 MAX_APPLIED = 64 * 1024
 """The longest last-applied configuration read back (a log Pod's is about 2 KB)."""
 UID = 65532
@@ -134,7 +135,17 @@ def carried_over(
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None
     rebuilt = log_pod(job, job_ids=job_ids, image=image)
-    return rebuilt if rebuilt == applied else None
+    return rebuilt if rebuilt == _without_selector_label(applied) else None
+
+
+def _without_selector_label(applied: dict[str, Any]) -> dict[str, Any]:
+    """``applied`` without the label Metacontroller adds to every child it applies
+    (``generateSelector``); it adds it again to the Pod answered."""
+    labels = applied.get("metadata", {}).get("labels")
+    if not isinstance(labels, dict) or SELECTOR_LABEL not in labels:
+        return applied
+    kept = {k: v for k, v in labels.items() if k != SELECTOR_LABEL}
+    return {**applied, "metadata": {**applied["metadata"], "labels": kept}}
 
 
 def _applied(observed: Mapping[str, Any] | None) -> dict[str, Any] | None:

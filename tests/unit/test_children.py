@@ -159,6 +159,14 @@ def test_carried_over_redeclares_the_last_applied_configuration() -> None:
     assert kept["spec"]["volumes"][0]["secret"]["secretName"] == "hpc-login"
 
 
+def test_the_label_metacontroller_adds_does_not_stop_the_carry_over() -> None:
+    observed = edited(lambda a: a["metadata"]["labels"].update({"controller-uid": UID}))
+    kept = carry(observed)
+    assert kept is not None and "controller-uid" not in kept["metadata"]["labels"]
+    other = edited(lambda a: a["metadata"]["labels"].update({"app": "other"}))
+    assert carry(other) is None
+
+
 def test_a_followed_pod_with_its_flags_is_carried_over() -> None:
     observed = observed_pod(cluster={"host": "h", "port": 22, "secretRef": {"name": "s"},
                                      "insecureSkipHostKeyCheck": True},
