@@ -9,6 +9,8 @@ import concurrent.futures
 import os
 import subprocess
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -271,3 +273,43 @@ def test_cluster_change_while_running_waits_for_the_end(
     (pod,) = driver.pods_of(NAMESPACE, name)  # attempt 1's logs stay readable
     assert pod["metadata"]["labels"]["hpcbridge.io/attempt"] == "1"
     assert driver.run_pod(pod).stdout.endswith("done\n")
+
+
+@pytest.mark.parametrize(
+    ("option", "effect"),
+    [
+        pytest.param("-p", "invalid partition specified: script", id="p"),
+        pytest.param("--account", "from-stdin", id="account"),
+    ],
+)
+def test_a_value_option_left_bare_took_the_script_and_is_refused(
+    driver: Driver, slurm: Cluster, name: str, option: str, effect: str
+) -> None:
+    """sbatch as the hooks run it, with ``option`` last in extraArgs: it took the script's
+    name as its value and read a batch script from stdin instead (the script file says
+    ``from-the-file``)."""
+    job_name = f"hpcb-review-{uuid.uuid4().hex[:8]}"
+    where = f"/tmp/{job_name}"
+    output = Path(where) / "out"
+    try:
+        answer = slurm.as_user(
+            f'mkdir {where} && cd {where} && printf "#!/bin/sh\\necho from-the-file\\n" > '
+            f"script && sbatch --parsable --job-name={job_name} --output={output} {option} "
+            "script 2>&1; echo rc=$?", stdin="#!/bin/sh\necho from-stdin\n")
+        if option == "-p":
+            assert effect in answer and answer.endswith("rc=1\n"), answer
+            assert jobs_named(job_name) == []
+        else:
+            assert answer.endswith("rc=0\n"), answer
+            wait_for(lambda: output.exists() and output.read_text() != "")
+            assert output.read_text() == f"{effect}\n"
+    finally:
+        slurm.as_user(f"rm -rf {where}")
+    obj = start(driver, slurm, name, "#!/bin/sh\ntrue\n", slurm={"extraArgs": [option]})
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
+    assert status["message"].startswith("spec.slurm.extraArgs") and "takes a value" in status[
+        "message"]
+    assert not slurm.remote_root(obj).exists()
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == []

@@ -567,16 +567,20 @@ def test_resources_time_limit_queue_and_options() -> None:
     ]
 
 
-def test_a_users_periodic_remove_is_combined_with_the_time_limit() -> None:
+def test_a_users_periodic_remove_is_kept_next_to_the_time_limit_by_reference() -> None:
     job = request(resources={"timeLimit": "20s"},
                   htcondor={"submitOptions": {"Periodic_Remove": "NumJobStarts > 3"}})
-    removes = [line for line in description_lines(job) if "periodic_remove" in line.lower()]
+    removes = [line for line in description_lines(job) if "periodicremove" in
+               line.lower().replace("_", "")]
     assert removes == [
+        "+HpcbridgePeriodicRemove = NumJobStarts > 3",
         f'periodic_remove = (JobStatus == 2 && time() - JobCurrentStartDate > 20 && '
-        f'"{TIME_LIMIT_MARKER}" != "") || (NumJobStarts > 3)'
+        f'"{TIME_LIMIT_MARKER}" != "") || MY.HpcbridgePeriodicRemove',
     ]
     alone = request(htcondor={"submitOptions": {"periodic_remove": "NumJobStarts > 3"}})
     assert "periodic_remove = NumJobStarts > 3" in description_lines(alone)
+    assert not any("Hpcbridge" in line and "Key" not in line
+                   for line in description_lines(alone))
 
 
 @pytest.mark.parametrize("key", [*sorted(RESERVED_KEYS), "Executable", "+HPCBRIDGEKEY",

@@ -3,13 +3,24 @@ and how squeue and sacct answers become task states (a fake connection, no SSH).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
+from hooks.core.spec import SpecError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
 from hooks.schedulers.slurm.commands import sbatch_argv
 from hooks.schedulers.slurm.remote import submit_outcome
+from hooks.schedulers.slurm.rules import (
+    SBATCH_LONG_WITH_VALUE,
+    SBATCH_LONG_WITHOUT_VALUE,
+    SBATCH_SHORT_FLAGS,
+    SBATCH_SHORT_OPTIONAL_VALUE,
+    SBATCH_SHORT_WITH_VALUE,
+    missing_value,
+)
 from hooks.ssh.client import Completed
 from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, recorded
 
@@ -218,3 +229,88 @@ def test_active_jobs_lists_only_this_batchjobs_active_jobs_once_each() -> None:
 def test_the_registry_holds_the_slurm_scheduler() -> None:
     assert REGISTRY["slurm"] is SCHEDULER
     assert SCHEDULER.name == "slurm"
+
+
+def refused_extra_args(args: list[str]) -> str:
+    with pytest.raises(SpecError) as caught:
+        job(slurm={"extraArgs": args})
+    message = str(caught.value)
+    assert message.startswith("spec.slurm.extraArgs") and message.endswith("."), message
+    assert "\n" not in message and not re.search(r"[.!?]\s+[A-Z]", message), message
+    return message
+
+
+RESERVED_LONG_NAMES = {"job-name", "output", "error", "array", "parsable", "comment", "chdir",
+                       "wrap"}
+VALUE_OPTIONS = sorted(SBATCH_LONG_WITH_VALUE - RESERVED_LONG_NAMES)
+SHORT_VALUE_OPTIONS = sorted(SBATCH_SHORT_WITH_VALUE - set("JoeaD"))
+
+
+@pytest.mark.parametrize("name", VALUE_OPTIONS)
+def test_a_long_option_without_its_value_is_refused(name: str) -> None:
+    message = refused_extra_args([f"--{name}"])
+    assert f"--{name} takes a value" in message and "batch script" in message
+
+
+@pytest.mark.parametrize("name", VALUE_OPTIONS)
+def test_a_long_option_with_its_value_attached_is_allowed(name: str) -> None:
+    assert job(slurm={"extraArgs": [f"--{name}=x"]}).spec.options.extra_args == (f"--{name}=x",)
+
+
+@pytest.mark.parametrize("letter", SHORT_VALUE_OPTIONS)
+def test_a_short_option_without_its_value_is_refused(letter: str) -> None:
+    assert f"-{letter} takes a value" in refused_extra_args([f"-{letter}"])
+    assert f"-{letter} takes a value" in refused_extra_args([f"-H{letter}"])  # behind a flag
+
+
+@pytest.mark.parametrize("letter", SHORT_VALUE_OPTIONS)
+def test_a_short_option_with_its_value_attached_is_allowed(letter: str) -> None:
+    for arg in (f"-{letter}x", f"-v{letter}x"):
+        assert job(slurm={"extraArgs": [arg]}).spec.options.extra_args == (arg,)
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        *(f"--{name}" for name in sorted(SBATCH_LONG_WITHOUT_VALUE - RESERVED_LONG_NAMES)),
+        *(f"-{letter}" for letter in sorted(SBATCH_SHORT_FLAGS | SBATCH_SHORT_OPTIONAL_VALUE)),
+        "--exclusive=user", "-koff", "-vH", "--wait", "--requeue", "--exclus", "--hol",
+    ],
+)
+def test_options_without_a_value_stay_allowed(arg: str) -> None:
+    assert missing_value(arg) is None
+    assert job(slurm={"extraArgs": [arg]}).spec.options.extra_args == (arg,)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        pytest.param(["-p"], "-p takes a value", id="p"),
+        pytest.param(["--partition"], "--partition takes a value", id="partition"),
+        pytest.param(["--account"], "--account takes a value", id="account"),
+        pytest.param(["--part"], "--partition takes a value", id="abbreviated"),
+        pytest.param(["-A"], "-A takes a value", id="A"),
+        pytest.param(["-vHp"], "-p takes a value", id="bundled"),
+        pytest.param(["--constraint=haswell", "-q"], "-q takes a value", id="second"),
+        pytest.param(["--excl"], "--exclude takes a value", id="exclude-or-exclusive"),
+        pytest.param(["--tasks-per-node"], "--tasks-per-node is not an option sbatch documents",
+                     id="undocumented-long"),
+        pytest.param(["-Z"], "-Z is not an option sbatch documents", id="undocumented-short"),
+        pytest.param(["-ZJx"], "-Z is not an option sbatch documents", id="unknown-then-J"),
+    ],
+)
+def test_bare_value_options_from_the_review_are_refused(args: list[str], named: str) -> None:
+    assert named in refused_extra_args(args)
+
+
+@pytest.mark.parametrize("arg", ["-", "--", "script", "debug"])
+def test_what_is_no_option_is_refused(arg: str) -> None:
+    assert "write each option with its value in one element" in refused_extra_args([arg])
+
+
+def test_the_option_tables_do_not_overlap() -> None:
+    assert not SBATCH_LONG_WITH_VALUE & SBATCH_LONG_WITHOUT_VALUE
+    shorts = [SBATCH_SHORT_WITH_VALUE, SBATCH_SHORT_OPTIONAL_VALUE, SBATCH_SHORT_FLAGS]
+    assert sum(len(s) for s in shorts) == len(set().union(*shorts))
+    assert {"partition", "account", "qos", "time", "mem"} <= SBATCH_LONG_WITH_VALUE
+    assert {"exclusive", "hold", "requeue", "wait"} <= SBATCH_LONG_WITHOUT_VALUE

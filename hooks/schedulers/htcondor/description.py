@@ -13,19 +13,24 @@ The time-limit expression therefore carries ``TIME_LIMIT_MARKER`` as an (always 
 comparison, so that the removal reason names it and ``htcondor_states`` maps it to Timeout.
 The shadow evaluates the expression on each update from the starter and the schedd every
 ``PERIODIC_EXPR_INTERVAL`` (60 s by default), so a job stops up to that long after its limit.
+
+A ``periodic_remove`` of the user's is never pasted into that expression: next to a time limit
+it becomes the job attribute ``HpcbridgePeriodicRemove``, which condor_submit parses on its own
+(text that does not parse fails the submission) and the time limit's expression only refers to,
+``(<time limit>) || MY.HpcbridgePeriodicRemove``. No text of theirs can therefore close the time
+limit's parentheses, even through a macro; ``rules`` also refuses such text early.
 """
 
 from __future__ import annotations
 
 from hooks.core.model import JobRequest
-from hooks.schedulers.htcondor.rules import HTCondorOptions
+from hooks.schedulers.htcondor.rules import KEY_ATTRIBUTE as KEY_ATTRIBUTE
+from hooks.schedulers.htcondor.rules import PERIODIC_REMOVE, USER_PERIODIC_REMOVE, HTCondorOptions
 from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER
 
 OUTPUT = "$(Cluster).$(Process).out"
 ERROR = "$(Cluster).$(Process).err"
 USER_LOG = "job.log"
-KEY_ATTRIBUTE = "HpcbridgeKey"
-PERIODIC_REMOVE = "periodic_remove"
 
 
 def classad_string(value: str) -> str:
@@ -67,7 +72,7 @@ def submit_description(job: JobRequest) -> str:
 
     ``spec.htcondor.submitOptions`` follow the generated commands, so they can override those
     that are not reserved (``request_*``, ``should_transfer_files``, ...); a ``periodic_remove``
-    of theirs is combined with the time limit by ``||`` so that neither is lost.
+    of theirs is kept next to the time limit, by reference (see above), so that neither is lost.
     """
     spec, res = job.spec, job.spec.resources
     opts: HTCondorOptions = spec.options
@@ -91,12 +96,21 @@ def submit_description(job: JobRequest) -> str:
     if spec.logs_follow:
         lines += ["stream_output = true", "stream_error = true"]
     theirs = [(k, v) for k, v in opts.submit_options if k.lower() != PERIODIC_REMOVE]
-    removes = [v for k, v in opts.submit_options if k.lower() == PERIODIC_REMOVE]
-    if res.time_limit_seconds:
-        removes.insert(0, time_limit_expression(res.time_limit_seconds))
-    if removes:
-        combined = removes[0] if len(removes) == 1 else " || ".join(f"({r})" for r in removes)
-        lines.append(f"{PERIODIC_REMOVE} = {combined}")
+    their_remove = next(
+        (v for k, v in opts.submit_options if k.lower() == PERIODIC_REMOVE), None)
+    lines += _removal(res.time_limit_seconds, their_remove)
     lines += [f"{key} = {value}" for key, value in theirs]
     lines.append(f"queue {opts.queue}")
     return "\n".join(lines) + "\n"
+
+
+def _removal(time_limit: int | None, theirs: str | None) -> list[str]:
+    """The ``periodic_remove`` of the time limit and the user's own, which stays a job
+    attribute of its own beside the limit's, never pasted into its expression."""
+    limit = time_limit_expression(time_limit) if time_limit else None
+    if limit is not None and theirs is not None:
+        return [f"+{USER_PERIODIC_REMOVE} = {theirs}",
+                f"{PERIODIC_REMOVE} = ({limit}) || MY.{USER_PERIODIC_REMOVE}"]
+    if limit is not None or theirs is not None:
+        return [f"{PERIODIC_REMOVE} = {limit if limit is not None else theirs}"]
+    return []

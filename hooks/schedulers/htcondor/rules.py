@@ -1,5 +1,13 @@
 """HTCondor's pure rules: the ``spec.htcondor`` block, the submit commands hpcbridge owns,
-and proc ids (``15.3`` is proc 3 of cluster 15)."""
+and proc ids (``15.3`` is proc 3 of cluster 15).
+
+``spec.htcondor.submitOptions`` become ``key = value`` lines of the submit description, after
+the commands hpcbridge writes itself. A command hpcbridge owns must not be set there under any
+name condor_submit reads it by, and the job ClassAd attribute it sets must not be set directly
+either: ``+Attr = value`` and ``MY.Attr = value`` are applied after every command, so on the
+23.9.6 test pool ``+Out = "b.out"`` wins over ``output``. ``OWNED_COMMANDS`` lists them as data;
+``RESERVED_KEYS`` is derived from it.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +17,89 @@ from typing import Any
 
 from hooks.core.model import Resources
 from hooks.core.spec import SpecError, mapping, whole_number
+from hooks.core.text import has_control, shown
 
-RESERVED_KEYS = frozenset(
-    {
-        "executable", "arguments", "output", "error", "log", "queue", "universe",
-        "leave_in_queue", "batch_name", "+hpcbridgekey", "my.hpcbridgekey",
-        # Beyond the API's list: each would move the outputs or undo the time limit.
-        "initialdir", "transfer_output_remaps", "+periodicremove", "my.periodicremove",
-        "+leavejobinqueue", "my.leavejobinqueue", "+jobbatchname", "my.jobbatchname",
-    }
+FIELD = "spec.htcondor.submitOptions"
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitCommand:
+    """A submit command hpcbridge owns: every name condor_submit reads it by (the command
+    first), and the job ClassAd attribute it sets."""
+
+    names: tuple[str, ...]
+    attribute: str
+
+
+OWNED_COMMANDS: tuple[SubmitCommand, ...] = (
+    # From HTCondor 23.9.6 (the test pool's version): the names are the SUBMIT_KEY_* of
+    # src/condor_utils/submit_utils.h as src/condor_utils/submit_utils.cpp reads them, each with
+    # the alternative its submit_param(name, alt_name) call or its row of the prunable_keywords
+    # table accepts; the attributes are the ATTR_* of src/condor_includes/condor_attributes.h.
+    # The manual's condor_submit page ("Submit Description File Commands") documents the first
+    # name of each. output_directory came with HTCondor 24.12.
+    #
+    # What runs, and how:
+    SubmitCommand(("universe", "JobUniverse"), "JobUniverse"),
+    SubmitCommand(("executable", "Cmd"), "Cmd"),
+    SubmitCommand(("arguments", "Args"), "Args"),
+    SubmitCommand(("arguments2",), "Arguments"),
+    SubmitCommand(("input", "stdin"), "In"),
+    # Where the output goes (the log Pod reads <cluster>.<proc>.out/.err in the attempt
+    # directory):
+    SubmitCommand(("initialdir", "Iwd", "initial_dir", "job_iwd"), "Iwd"),
+    SubmitCommand(("output", "stdout"), "Out"),
+    SubmitCommand(("error", "stderr"), "Err"),
+    SubmitCommand(("log", "UserLog"), "UserLog"),
+    SubmitCommand(("transfer_output", "TransferOut"), "TransferOut"),
+    SubmitCommand(("transfer_error", "TransferErr"), "TransferErr"),
+    SubmitCommand(("transfer_output_remaps", "TransferOutputRemaps"), "TransferOutputRemaps"),
+    SubmitCommand(("output_destination", "OutputDestination"), "OutputDestination"),
+    SubmitCommand(("output_directory", "OutputDirectory"), "OutputDirectory"),
+    # How long the job lives, and how hpcbridge finds it:
+    SubmitCommand(("periodic_remove", "PeriodicRemove"), "PeriodicRemove"),
+    SubmitCommand(("leave_in_queue", "LeaveJobInQueue"), "LeaveJobInQueue"),
+    SubmitCommand(("batch_name", "JobBatchName"), "JobBatchName"),
 )
+"""The submit commands hpcbridge owns. ``periodic_remove`` itself is the exception: written
+so, the user's expression is kept and combined with the time limit (see ``description``)."""
+
+KEY_ATTRIBUTE = "HpcbridgeKey"
+"""The job attribute naming the attempt (``+HpcbridgeKey = "<uid>-<attempt>"``)."""
+USER_PERIODIC_REMOVE = "HpcbridgePeriodicRemove"
+"""The job attribute holding the user's ``periodic_remove`` next to a time limit."""
+PERIODIC_REMOVE = "periodic_remove"
+"""The one spelling of an owned command that ``submitOptions`` may use."""
+STATEMENTS = ("queue", "if", "elif", "else", "endif")
+"""Statements of the submit language: hpcbridge writes the only ``queue``, and a line
+``if = ...`` would be read as a conditional."""
+
+
+def _reserved() -> dict[str, str]:
+    """Each reserved key (lower case) and what it is, for the message."""
+    reserved: dict[str, str] = {}
+    for command in OWNED_COMMANDS:
+        first = command.names[0]
+        for name in command.names[1:]:
+            reserved[name.lower()] = f"condor_submit's other name for {first}"
+        attribute = f"the job attribute {command.attribute} that {first} sets"
+        reserved.setdefault(command.attribute.lower(), attribute)
+        reserved[f"+{command.attribute.lower()}"] = attribute
+        reserved[f"my.{command.attribute.lower()}"] = attribute
+        reserved[first.lower()] = f"the {first} command"
+    for attribute in (KEY_ATTRIBUTE, USER_PERIODIC_REMOVE):
+        for key in (attribute, f"+{attribute}", f"MY.{attribute}"):
+            reserved[key.lower()] = f"the job attribute {attribute}"
+    for statement in STATEMENTS:
+        reserved[statement] = f"the {statement} statement"
+    del reserved[PERIODIC_REMOVE]
+    return reserved
+
+
+RESERVED: Mapping[str, str] = _reserved()
+RESERVED_KEYS = frozenset(RESERVED)
+"""Every key ``submitOptions`` may not use, in lower case: matching is case-insensitive, as
+condor_submit's is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +117,15 @@ class HTCondorRules:
             raise SpecError("spec.resources.nodes applies to SLURM only; remove it for HTCondor.")
         queue = whole_number(raw.get("queue", 1), "spec.htcondor.queue", minimum=1,
                              maximum=10000)
-        options = mapping(raw.get("submitOptions") or {}, "spec.htcondor.submitOptions")
-        return HTCondorOptions(queue=queue, submit_options=tuple(
-            _submit_option(key, value) for key, value in sorted(options.items())))
+        options = mapping(raw.get("submitOptions") or {}, FIELD)
+        checked = tuple(_submit_option(key, value) for key, value in sorted(options.items()))
+        seen: dict[str, str] = {}
+        for key, _ in checked:
+            same = seen.setdefault(_command_of(key), key)
+            if same != key:
+                raise SpecError(f"{FIELD} sets {shown(same)} and {shown(key)}, which "
+                                "condor_submit reads as the same command; keep one.")
+        return HTCondorOptions(queue=queue, submit_options=checked)
 
     def expected_tasks(self, options: HTCondorOptions, job_id: str) -> tuple[str, ...]:
         return tuple(f"{job_id}.{proc}" for proc in range(options.queue))
@@ -52,28 +139,106 @@ def job_id(task_id: str) -> str:
     return task_id.split(".", 1)[0]
 
 
+def reserved_key(key: str) -> str | None:
+    """What ``key`` would set that hpcbridge owns (for the message), or None.
+
+    >>> reserved_key("Initial_Dir")
+    "condor_submit's other name for initialdir"
+    >>> reserved_key("+Out")
+    'the job attribute Out that output sets'
+    >>> reserved_key("periodic_remove") is None and reserved_key("+ProjectName") is None
+    True
+    """
+    return RESERVED.get(_command_of(key))
+
+
+def _command_of(key: str) -> str:
+    """``key`` as condor_submit tells keys apart: in lower case, ``MY.Attr`` for ``+Attr``."""
+    lowered = key.lower()
+    if lowered.startswith("+"):
+        lowered = "my." + lowered[1:]
+    # "+MY.Out" sets no Out on 23.9.6, but it is no attribute anyone needs either.
+    while lowered.startswith("my.my."):
+        lowered = lowered[3:]
+    return lowered
+
+
 def _submit_option(key: str, value: object) -> tuple[str, str]:
     if not isinstance(value, str):
-        raise SpecError(f"spec.htcondor.submitOptions[{key!r}] must be a string.")
-    if "\n" in key or "\r" in key or "\n" in value or "\r" in value:
+        raise SpecError(f"{FIELD}[{shown(key)}] must be a string.")
+    if any(c in key or c in value for c in "\n\r"):
         first_line = (key.splitlines() or [""])[0]
         raise SpecError(
-            f"spec.htcondor.submitOptions[{first_line!r}] contains a newline, "
-            "which would start a new submit command."
+            f"{FIELD}[{shown(first_line)}] contains a newline, which would start a new submit "
+            "command."
+        )
+    if has_control(key) or has_control(value):
+        raise SpecError(
+            f"{FIELD}[{shown(key)}] contains a control character (a tab, NUL, ESC...); a "
+            "submit command is one line of printable text."
+        )
+    if value.rstrip().endswith("\\"):
+        raise SpecError(
+            f"{FIELD}[{shown(key)}] ends in a backslash, which would continue the command on "
+            "the next line of the submit description."
         )
     if not _submit_key_ok(key):
         raise SpecError(
-            f"spec.htcondor.submitOptions has key {key!r}; keys are submit commands like "
-            "request_disk or +Attribute."
+            f"{FIELD} has key {shown(key)}; keys are submit commands like request_disk or "
+            "+Attribute."
         )
-    if key.lower() in RESERVED_KEYS:
+    reserved = reserved_key(key)
+    if reserved is not None:
+        instead = "write periodic_remove instead" if PERIODIC_REMOVE in reserved else "remove it"
         raise SpecError(
-            f"spec.htcondor.submitOptions sets {key!r}, which hpcbridge manages; remove it."
+            f"{FIELD} sets {shown(key)}, {reserved}, which hpcbridge manages; {instead}."
         )
+    if key.lower() == PERIODIC_REMOVE:
+        _check_periodic_remove(key, value)
     return key, value
 
 
 def _submit_key_ok(key: str) -> bool:
     body = key[1:] if key.startswith("+") else key
     body = body[3:] if body.lower().startswith("my.") else body
-    return bool(body) and all(c.isalnum() or c in "_." for c in body)
+    return bool(body) and all(c.isascii() and (c.isalnum() or c in "_.") for c in body)
+
+
+def _check_periodic_remove(key: str, value: str) -> None:
+    """The user's ``periodic_remove`` must be one closed expression: the description keeps it
+    in a job attribute of its own next to a time limit (so condor_submit parses it alone), and
+    this refuses early what could only be meant to escape it: a parenthesis closed that it did
+    not open or left open, outside string literals; and what would make that count differ from
+    the ClassAd parser's — a backslash (an escape in some string literals, not in others), a
+    quoted attribute name, a comment, and a ``$`` (condor_submit expands macros before it
+    parses the expression).
+
+    >>> _check_periodic_remove("periodic_remove", 'NumJobStarts > 3 || Owner == "a)"')
+    """
+    where = f"{FIELD}[{shown(key)}]"
+    for text, what in (("\\", "a backslash"), ("'", "a quoted attribute name"),
+                       ("$", "a $ (condor_submit would expand it as a macro first)")):
+        if text in value:
+            raise SpecError(f"{where} may not contain {what}, as hpcbridge combines it with "
+                            "the time limit.")
+    depth, i = 0, 0
+    while i < len(value):
+        char = value[i]
+        if char == '"':
+            end = value.find('"', i + 1)
+            if end < 0:
+                raise SpecError(f"{where} leaves a string literal open; write one expression, "
+                                "as hpcbridge combines it with the time limit.")
+            i = end + 1
+            continue
+        if value.startswith(("/*", "*/", "//"), i):
+            raise SpecError(f"{where} may not contain a comment, as hpcbridge combines it with "
+                            "the time limit.")
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            raise SpecError(f"{where} closes a parenthesis it did not open; write one "
+                            "expression, as hpcbridge combines it with the time limit.")
+        i += 1
+    if depth:
+        raise SpecError(f"{where} leaves a parenthesis open; write one expression, as "
+                        "hpcbridge combines it with the time limit.")

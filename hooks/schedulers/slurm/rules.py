@@ -9,13 +9,44 @@ from typing import Any
 from hooks.core import units
 from hooks.core.model import Resources
 from hooks.core.spec import SpecError, line
-from hooks.core.text import has_control
+from hooks.core.text import has_control, shown
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
 )
 RESERVED_SHORT = frozenset("JoeaD")
-SHORT_FLAGS = frozenset("HhkOQsuVvW")
+
+# Which of sbatch's options take a value, from sbatch(1) of Slurm 22.05.8 (the test cluster's)
+# and of every later release up to 25.11: its OPTIONS list each as "--name=<value>" (a value is
+# required), "--name[=value]" (optional, only ever attached) or "--name" (none). An option in
+# the first form in any of them is in SBATCH_LONG_WITH_VALUE.
+SBATCH_LONG_WITH_VALUE = frozenset({
+    "account", "acctg-freq", "array", "batch", "bb", "bbf", "begin", "chdir",
+    "cluster-constraint", "clusters", "comment", "constraint", "container", "container-id",
+    "core-spec", "cores-per-socket", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline",
+    "delay-boot", "dependency", "distribution", "error", "exclude", "export", "export-file",
+    "extra", "extra-node-info", "gid", "gpu-bind", "gpu-freq", "gpus", "gpus-per-node",
+    "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "hint", "input", "job-name",
+    "kill-on-invalid-dep", "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind",
+    "mem-per-cpu", "mem-per-gpu", "mem-update", "mincpus", "network", "nodefile", "nodelist",
+    "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node",
+    "ntasks-per-socket", "open-mode", "output", "partition", "power", "prefer", "priority",
+    "profile", "qos", "reservation", "resources", "runtime", "segment", "signal",
+    "sockets-per-node", "switches", "thread-spec", "threads-per-core", "time", "time-min", "tmp",
+    "tres-bind", "tres-per-task", "uid", "wait-all-nodes", "wckey", "wrap",
+})
+SBATCH_LONG_WITHOUT_VALUE = frozenset({
+    "consolidate-segments", "contiguous", "exclusive", "get-user-env", "help", "hold",
+    "ignore-pbs", "nice", "no-kill", "no-requeue", "oom-kill-step", "overcommit",
+    "oversubscribe", "parsable", "propagate", "quiet", "reboot", "requeue", "resv-ports",
+    "spread-job", "spread-segments", "stepmgr", "test-only", "usage", "use-min-nodes",
+    "verbose", "version", "wait",
+})
+"""Options that take no value, or only an attached one (``--exclusive[=user]``)."""
+SBATCH_SHORT_WITH_VALUE = frozenset("ABCDFGJLMNSabcdeimnopqtwx")
+SBATCH_SHORT_OPTIONAL_VALUE = frozenset("k")
+"""``-k``/``--no-kill[=off]``: the rest of its element, if any, is its value (``-koff``)."""
+SBATCH_SHORT_FLAGS = frozenset("HOQVWhsv")
 """sbatch's short options that take no value: others may be bundled after them (``-vJx``)."""
 
 
@@ -86,14 +117,46 @@ def reserved_option(arg: str) -> str | None:
         for letter in arg[1:]:
             if letter in RESERVED_SHORT:
                 return f"-{letter}"
-            if letter not in SHORT_FLAGS:
+            if letter not in SBATCH_SHORT_FLAGS:
                 return None
+    return None
+
+
+def missing_value(arg: str) -> str | None:
+    """Why sbatch would take the *next* argument as the value of an option in ``arg``, if it
+    might: ``arg`` ends in an option that takes a value, or in one sbatch does not document,
+    without an attached value (sbatch's next argument is the batch script's name).
+
+    >>> missing_value("-p"), missing_value("--part"), missing_value("-Hp")
+    ('-p takes a value', '--partition takes a value', '-p takes a value')
+    >>> [missing_value(a) for a in ("-pdebug", "--partition=debug", "--exclusive", "-H", "--wait")]
+    [None, None, None, None, None]
+    """
+    if arg.startswith("--"):
+        name, attached, _ = arg[2:].partition("=")
+        if attached or name in SBATCH_LONG_WITHOUT_VALUE:
+            return None
+        taking = sorted(o for o in SBATCH_LONG_WITH_VALUE if o.startswith(name))
+        if name in SBATCH_LONG_WITH_VALUE or taking:
+            return f"--{name if name in SBATCH_LONG_WITH_VALUE else taking[0]} takes a value"
+        if any(o.startswith(name) for o in SBATCH_LONG_WITHOUT_VALUE):
+            return None
+        return f"--{name} is not an option sbatch documents, so it may take one"
+    for at, letter in enumerate(arg[1:], start=2):
+        if letter in SBATCH_SHORT_FLAGS:
+            continue
+        if letter in SBATCH_SHORT_OPTIONAL_VALUE:
+            return None
+        if letter in SBATCH_SHORT_WITH_VALUE:
+            return None if at < len(arg) else f"-{letter} takes a value"
+        return f"-{letter} is not an option sbatch documents, so it may take one"
     return None
 
 
 def _check_extra_args(args: list[str]) -> None:
     """Each element is one option with its value attached (``--name=value``, ``-pdebug``):
-    a separate value or a bare ``--`` could make sbatch take a path as the batch script."""
+    a separate value, an option left without its value or a bare ``--`` could make sbatch take
+    a path as the batch script."""
     for arg in args:
         if has_control(arg):
             raise SpecError("spec.slurm.extraArgs has a control character (a newline, NUL...) "
@@ -103,8 +166,15 @@ def _check_extra_args(args: list[str]) -> None:
             raise SpecError(
                 f"spec.slurm.extraArgs sets {reserved}, which hpcbridge manages; remove it."
             )
-        if not arg.startswith("-") or arg == "--":
+        if not arg.startswith("-") or arg in ("-", "--"):
             raise SpecError(
-                f"spec.slurm.extraArgs has {arg!r}; write each option with its value in one "
-                "element, like --constraint=haswell."
+                f"spec.slurm.extraArgs has {shown(arg)}; write each option with its value in "
+                "one element, like --constraint=haswell."
+            )
+        missing = missing_value(arg)
+        if missing:
+            raise SpecError(
+                f"spec.slurm.extraArgs has {shown(arg)}, but {missing}: attach it in the same "
+                "element (--partition=debug, -pdebug), or sbatch would take the next argument, "
+                "the batch script, as its value."
             )
