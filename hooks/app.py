@@ -141,6 +141,9 @@ def _count(response: Response) -> Response:
 
 def _log_call(hook: str, code: int, seconds: float) -> None:
     """One record per hook call (``hooks.calls``; a JSON line with HPCBRIDGE_LOG_FORMAT=json)."""
+    if not calls.isEnabledFor(logging.INFO):
+        logformat.end_call()
+        return
     body = g.get("body")
     parent = body.get("parent", body.get("object")) if isinstance(body, dict) else None
     meta = parent.get("metadata") if isinstance(parent, dict) else None

@@ -40,14 +40,14 @@ def post_worker_init(worker: object) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JSONFormatter() if logformat == "json" else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    calls = "INFO" if logformat == "json" else "DEBUG"
+    # The per-call records are emitted at INFO: shown in JSON, and in text only at debug.
+    calls = "INFO" if logformat == "json" or loglevel.upper() == "DEBUG" else "WARNING"
     for name, level in (("hooks", loglevel.upper()), ("paramiko", "CRITICAL")):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(level)
         logger.propagate = False
-    logging.getLogger("hooks.calls").setLevel(max(logging.getLevelName(calls),
-                                                  logging.getLevelName(loglevel.upper())))
+    logging.getLogger("hooks.calls").setLevel(calls)
 
 
 # --- TLS, client certificates and the metrics port (README "Security") ----------------------

@@ -19,7 +19,7 @@ from tests.driver import wait_serving
 
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in ("hooks", "paramiko")]
+    loggers = [logging.getLogger(name) for name in ("hooks", "paramiko", "hooks.calls")]
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
     yield
     for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
@@ -67,3 +67,18 @@ def test_the_loaded_app_is_kept_out_of_full_collections() -> None:
     gunicorn_conf.post_worker_init(object())
     assert gc.get_freeze_count() > 0
     assert logging.getLogger("hooks").handlers
+
+
+@pytest.mark.usefixtures("restored_logging")
+@pytest.mark.parametrize(("log_format", "level", "shown"), [
+    pytest.param("text", "info", False, id="text-info"),
+    pytest.param("text", "debug", True, id="text-debug"),
+    pytest.param("json", "info", True, id="json-info"),
+])
+def test_per_call_records_are_shown_in_json_and_at_debug(
+    monkeypatch: pytest.MonkeyPatch, log_format: str, level: str, shown: bool
+) -> None:
+    monkeypatch.setattr(gunicorn_conf, "logformat", log_format)
+    monkeypatch.setattr(gunicorn_conf, "loglevel", level)
+    gunicorn_conf.post_worker_init(object())
+    assert logging.getLogger("hooks.calls").isEnabledFor(logging.INFO) is shown
