@@ -40,8 +40,8 @@ from hooks.deadline import Deadline
 from hooks.ssh import errors as ssh_errors
 from hooks.ssh.client import Target
 from hooks.ssh.login import connect
-from tests.driver import Driver, wait_serving
-from tests.integration.conftest import Cluster, cluster_from_state, free_port
+from tests.driver import Driver, free_port, wait_serving
+from tests.integration.conftest import Cluster, cluster_from_state
 
 NAMESPACE = "bench"
 SCRIPT = "#!/bin/sh\nsleep 3600\n"

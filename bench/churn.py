@@ -26,8 +26,7 @@ from pathlib import Path
 import requests
 
 from bench import report
-from tests.driver import wait_serving
-from tests.integration.conftest import free_port
+from tests.driver import free_port, wait_serving
 
 REPO = Path(__file__).resolve().parent.parent
 IDLE = 4.0

@@ -16,12 +16,14 @@ import copy
 import datetime
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,38 @@ class HookFailed(AssertionError):
 
 def now_text() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(log: Path, **env: str) -> Iterator[str]:
+    """The hook server as `make run` starts it (gunicorn with the product's settings) on a free
+    127.0.0.1 port, with ``env`` set and its output in ``log``: its URL, and the server stopped
+    by its PID on the way out."""
+    port = free_port()
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    with log.open("w") as sink:
+        server = subprocess.Popen(
+            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
+            cwd=REPO, env={**os.environ, "HOST": "127.0.0.1", "PORT": str(port), **env},
+            stdout=sink, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_serving(url)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}: {log.read_text()}") from None
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def wait_serving(url: str, within: float = 120.0) -> None:

@@ -16,7 +16,6 @@ import datetime
 import functools
 import json
 import re
-import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,8 @@ import jsonschema
 import requests
 import yaml
 
-from tests.driver import REPO
+from tests.driver import REPO, free_port
+from tests.static.test_manifests import to_jsonschema
 
 SAVED = REPO / "examples/requests"
 ANSWER_KEYS = {"status", "resyncAfterSeconds", "finalized"}
@@ -37,13 +37,6 @@ ANSWERS: Counter[tuple[str, int]] = Counter()
 
 
 # --- request bodies -----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 CLOSED_PORT = free_port()
@@ -101,21 +94,6 @@ def endpoint_of(name: str) -> str:
 
 
 # --- the CRD's status schema --------------------------------------------------------------
-
-
-def to_jsonschema(schema: Object) -> Object:
-    """A Kubernetes structural schema as plain JSON Schema (as in tests/static): objects with
-    declared properties reject other keys, as the API server's strict field validation does."""
-    out = {key: value for key, value in schema.items() if not key.startswith("x-kubernetes-")}
-    if schema.get("x-kubernetes-int-or-string"):
-        out["type"] = ["integer", "string"]
-    if "properties" in schema:
-        out["properties"] = {name: to_jsonschema(sub) for name, sub in schema["properties"].items()}
-        out.setdefault("additionalProperties", False)
-    for key in ("items", "additionalProperties"):
-        if isinstance(schema.get(key), dict):
-            out[key] = to_jsonschema(schema[key])
-    return out
 
 
 @functools.cache

@@ -9,10 +9,7 @@ writes nothing into the work tree. The terminal summary counts the requests and 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -23,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from tests.driver import REPO, wait_serving
-from tests.fuzz.answers import ANSWERS, Hooks, free_port, tracebacks_summary
+from tests.driver import serving
+from tests.fuzz.answers import ANSWERS, Hooks, tracebacks_summary
 
 CONNECT_TIMEOUT = "2"
 """The server's HPCBRIDGE_CONNECT_TIMEOUT: nothing here may wait long on the network."""
@@ -80,24 +77,9 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def hook_server(server_log: Path) -> Iterator[str]:
     """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1."""
-    port = free_port()
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
-           "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test", "HPCBRIDGE_CONNECT_TIMEOUT": CONNECT_TIMEOUT}
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    with server_log.open("w") as sink:
-        server = subprocess.Popen(
-            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
-            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_serving(url)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}: {server_log.read_text()}") from None
+    with serving(server_log, HPCBRIDGE_LOG_IMAGE="hpcbridge:test",
+                 HPCBRIDGE_CONNECT_TIMEOUT=CONNECT_TIMEOUT) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     log = server_log.read_text(errors="replace")
     assert "Traceback" not in log, tracebacks_summary(log)
 

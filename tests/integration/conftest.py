@@ -13,9 +13,7 @@ from __future__ import annotations
 import base64
 import os
 import shlex
-import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.driver import REPO, Driver, wait_serving
+from tests.driver import REPO, Driver, serving
 
 NAMESPACE = "research"
 STATUS_TTL = 1.0
@@ -182,35 +180,13 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1."""
-    port = free_port()
     log = tmp_path_factory.mktemp("hooks") / "gunicorn.log"
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
-           "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test", "HPCBRIDGE_STATUS_TTL": str(STATUS_TTL)}
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    with log.open("w") as sink:
-        server = subprocess.Popen(
-            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
-            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_serving(url)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}: {log.read_text()}") from None
+    with serving(log, HPCBRIDGE_LOG_IMAGE="hpcbridge:test",
+                 HPCBRIDGE_STATUS_TTL=str(STATUS_TTL)) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     server_log = log.read_text()
     assert "Traceback" not in server_log, server_log
 

@@ -27,14 +27,13 @@ from typing import Any
 import pytest
 import requests
 
-from tests.driver import REPO, Driver, wait_serving
+from tests.driver import REPO, Driver, free_port, wait_serving
 from tests.integration.conftest import (
     NAMESPACE,
     STATUS_TTL,
     Cluster,
     clusters_with_key,
     condition,
-    free_port,
     jobs_named,
     start,
 )

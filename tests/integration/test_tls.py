@@ -29,8 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.driver import REPO
-from tests.integration.conftest import free_port
+from tests.driver import REPO, free_port
 
 CUSTOMIZE = (REPO / "examples/requests/customize.json").read_bytes()
 JSON = {"Content-Type": "application/json"}

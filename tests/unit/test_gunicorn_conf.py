@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hooks import gunicorn_conf
-from tests.driver import wait_serving
+from tests.driver import serving
 
 
 @pytest.fixture
@@ -41,23 +37,9 @@ def test_the_server_starts_cleanly_with_an_unwritable_home(tmp_path: Path) -> No
     """As in the image: HOME cannot be written, and the server logs no error at start."""
     home = tmp_path / "home"
     home.mkdir(mode=0o500)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path / "gunicorn.log"
-    env = {**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": "", "PORT": str(port),
-           "HOST": "127.0.0.1"}
-    with log.open("w") as sink:
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "-c", "python:hooks.gunicorn_conf",
-             "hooks.app:create_app()"],
-            cwd=Path(__file__).resolve().parents[2], env=env, stdout=sink,
-            stderr=subprocess.STDOUT)
-    try:
-        wait_serving(f"http://127.0.0.1:{port}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serving(log, HOME=str(home), XDG_RUNTIME_DIR=""):
+        pass
     assert "[ERROR]" not in log.read_text(), log.read_text()
     assert not any(home.iterdir())
 

@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.driver import wait_serving
+from tests.driver import serving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,22 +27,9 @@ def readme_block() -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     log = tmp_path_factory.mktemp("server") / "gunicorn.log"
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port)}
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "-c", "python:hooks.gunicorn_conf",
-             "hooks.app:create_app()"], cwd=REPO, env=env, stdout=sink,
-            stderr=subprocess.STDOUT)
-    try:
-        wait_serving(f"http://127.0.0.1:{port}")
-        yield f"localhost:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with serving(log) as url:
+        yield url.replace("http://127.0.0.1", "localhost")
     assert "Traceback" not in log.read_text()
 
 
