@@ -17,6 +17,7 @@ from hooks.core.model import JobRequest
 from hooks.core.request import Call, Policy, parse_call
 from hooks.core.spec import parse_spec
 from hooks.deadline import Deadline
+from hooks.metrics import verb
 from hooks.runtime import Runtime
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import Registry
@@ -84,7 +85,7 @@ class FakeConnection:
 
     def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
         self.calls.append((list(argv), stdin))
-        queue = self.answers.get(program(argv), [])
+        queue = self.answers.get(verb(argv), [])
         return queue.pop(0) if queue else completed()
 
     def stream(
@@ -96,17 +97,7 @@ class FakeConnection:
         return result.exit_status, result.stderr
 
     def programs(self) -> list[str]:
-        return [program(argv) for argv, _ in self.calls]
-
-
-def program(argv: Sequence[str]) -> str:
-    """The program an argv runs: past ``env VAR=...``, and the ``$0`` of ``sh -c``."""
-    words = list(argv)
-    if words[:1] == ["env"]:
-        words = [w for w in words[1:] if "=" not in w]
-    if len(words) > 3 and words[:2] == ["sh", "-c"]:
-        return words[3]
-    return words[0] if words else ""
+        return [verb(argv) for argv, _ in self.calls]
 
 
 class FakePool:
