@@ -36,6 +36,7 @@ from hooks.runtime import Runtime
 from hooks.schedulers import guard
 from hooks.ssh import errors
 from hooks.ssh.client import OVERRUN, Remote, Target
+from hooks.ssh.pool import pool_key
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,7 @@ class Executor:
         scheduler = rt.schedulers[step.placement.backend]
         cluster = step.placement.cluster
         target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
-        key = step.credentials.fingerprint(target.host, target.port,
-                                           target.insecure_skip_host_key_check)
+        key = pool_key(target, step.credentials)
         opener = self._opener(target, step)
         command = self._command_deadline(budget)
         match step.action:

@@ -32,6 +32,13 @@ FAILED_SECONDS = 10.0
 """How long a failed connect answers for its key without another attempt."""
 
 
+def pool_key(target: Target, credentials: Credentials) -> str:
+    """The key of a pooled connection and of the answers shared over it: host, port, the
+    host-key choice and the whole credential set."""
+    return credentials.fingerprint(target.host, target.port,
+                                   target.insecure_skip_host_key_check)
+
+
 class Connections(Protocol):
     """What the hooks need of a pool (``Pool``, or a stand-in in tests)."""
 
@@ -108,8 +115,7 @@ class Pool:
         self, target: Target, credentials: Credentials, *, deadline: Deadline
     ) -> Iterator[PooledConnection]:
         """The pooled connection for this target and credential set; dropped on SSH errors."""
-        key = credentials.fingerprint(target.host, target.port,
-                                      target.insecure_skip_host_key_check)
+        key = pool_key(target, credentials)
         with self._lock:
             slot = self._slots.setdefault(key, _Slot())
             slot.used = time.monotonic()
