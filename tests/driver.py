@@ -77,7 +77,7 @@ def serving(log: Path, **env: str) -> Iterator[str]:
         server.wait(timeout=30)
 
 
-def wait_serving(url: str, within: float = 120.0) -> None:
+def wait_serving(url: str, within: float = 120.0, verify: str | bool = True) -> None:
     """Wait until the hook server at `url` answers /healthz.
 
     gunicorn's master listens before its worker has loaded the app, so until then a connection
@@ -86,7 +86,7 @@ def wait_serving(url: str, within: float = 120.0) -> None:
     deadline = time.monotonic() + within
     while True:
         try:
-            if requests.get(f"{url}/healthz", timeout=2).ok:
+            if requests.get(f"{url}/healthz", timeout=2, verify=verify).ok:
                 return
         except (requests.ConnectionError, requests.Timeout):
             pass

@@ -17,7 +17,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.driver import REPO, free_port
+from tests.driver import REPO, free_port, wait_serving
 
 CUSTOMIZE = (REPO / "examples/requests/customize.json").read_bytes()
 JSON = {"Content-Type": "application/json"}
@@ -155,19 +154,6 @@ def tls_env(pki: Pki, port: int, metrics_port: int) -> dict[str, str]:
             "HPCBRIDGE_METRICS_PORT": str(metrics_port)}
 
 
-def wait_healthy(url: str, ca: Path, within: float = 60.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if requests.get(f"{url}/healthz", verify=str(ca), timeout=2).ok:
-                return
-        except (requests.ConnectionError, requests.Timeout):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer /healthz within {within:.0f} s")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port, metrics_port = free_port(), free_port()
@@ -181,7 +167,7 @@ def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
     url = f"https://127.0.0.1:{port}"
     try:
         try:
-            wait_healthy(url, pki.ca.cert)
+            wait_serving(url, within=60, verify=str(pki.ca.cert))
         except RuntimeError as error:
             raise RuntimeError(f"{error}: {log.read_text()}") from None
         yield Server(url, f"http://127.0.0.1:{metrics_port}", port, pki)
