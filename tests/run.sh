@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (`make test`): lint and types, unit and static tests, then the tests
-# against the real SLURM cluster and HTCondor pool, which this script brings up and, when it
-# started them, stops again by PID. Clusters left up by an earlier run are reused as they are.
+# against the real SLURM cluster and HTCondor pool and the SSH bastion in front of them, which
+# this script brings up and, when it started them, stops again by PID. Clusters left up by an
+# earlier run are reused as they are.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
@@ -39,6 +40,7 @@ fi
 work=$(mktemp -d)
 stop_clusters() {
   step "stopping what this run started"
+  bash tests/clusters/bastion-down.sh --started "$work/started-bastion" || true
   bash tests/clusters/slurm-down.sh --started "$work/started-slurm" || true
   bash tests/clusters/condor-down.sh --started "$work/started-condor" || true
   rm -rf "$work"
@@ -55,6 +57,11 @@ condor=$!
 wait "$slurm" || { cat "$work/slurm-up.log"; fail "SLURM bring-up"; }
 wait "$condor" || { cat "$work/condor-up.log"; fail "HTCondor bring-up"; }
 tail -n 3 "$work/slurm-up.log" "$work/condor-up.log"
+# The SSH bastion in front of the clusters' login nodes (it fronts whichever came up).
+step "bringing up the SSH bastion"
+CI=true setsid -w bash tests/clusters/bastion-up.sh --started "$work/started-bastion" \
+  </dev/null >"$work/bastion-up.log" 2>&1 || { cat "$work/bastion-up.log"; fail "bastion bring-up"; }
+tail -n 1 "$work/bastion-up.log"
 
 # The clusters were just brought up: from here on a cluster test that cannot run is a failure.
 step "integration tests (in parallel)"

@@ -9,9 +9,25 @@
 # Knobs: HPCBRIDGE_CONDOR_STATE (/var/tmp/hpcbridge-condor), _SUITE (trixie), _PORT (collector,
 #   9618), _SSH_PORT (2618), _USER (submitter), _UID (2000), _CPUS (4), _SMOKE (1; 0 = no smoke
 #   job), _NO_INSTALL (1 = install nothing: needs the rootfs already built), _MIRROR (default: the
-#   Debian mirror of this machine's apt sources).
-# Idempotent: starts only what is not running, then waits for the pool and sshd to answer and
-# writes $STATE/env with the connection details.
+#   Debian mirror of this machine's apt sources), _SCRATCH (/srv/hpcbridge-scratch/USER, a path
+#   inside the rootfs; not under /tmp or /var/tmp, which jobs see as private directories).
+# Idempotent: starts only what is not running (sshd again when its configuration changed), then
+# waits for the pool and sshd to answer and writes $STATE/env with the connection details.
+#
+# What the submit host offers besides a key login, for the tests of site features:
+#   - SSH user certificates: sshd trusts the user CA $STATE/ssh/user_ca.pub (through a copy in
+#     the rootfs); the key $STATE/ssh/cert_key is in no authorized_keys file and logs in only
+#     with its certificate cert_key-cert.pub (valid for 30 days, signed again when less than a
+#     day is left), never with cert_key-expired-cert.pub (expired in 2020) or
+#     cert_key-future-cert.pub (valid only from about 1000 days after signing). Note that
+#     OpenSSH's client, given -i cert_key, also offers cert_key-cert.pub by itself.
+#   - A record of every command: sshd's ForceCommand is /usr/local/libexec/hpcbridge-record-command
+#     in the rootfs, which appends the command line the client asked for to
+#     $ROOTFS/var/log/hpcbridge/commands.log (each record is the command's text followed by a NUL
+#     byte and a newline; a session without a command leaves an empty record), then runs it as
+#     sshd would have (exit status, stdin and output untouched).
+#   - sshd logs at LogLevel VERBOSE to $STATE/log/sshd.log (with the certificate ID of a login).
+#   - A scratch directory outside the home, the test user's alone (mode 700).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,11 +58,17 @@ SUBMIT_UID=${HPCBRIDGE_CONDOR_UID:-2000}
 CPUS=${HPCBRIDGE_CONDOR_CPUS:-4}
 SMOKE=${HPCBRIDGE_CONDOR_SMOKE:-1}
 NO_INSTALL=${HPCBRIDGE_CONDOR_NO_INSTALL:-0}
+SCRATCH=${HPCBRIDGE_CONDOR_SCRATCH:-/srv/hpcbridge-scratch/$SUBMIT_USER}
 
 for knob in PORT SSH_PORT SUBMIT_UID CPUS; do
   [[ ${!knob} =~ ^[0-9]+$ ]] || die "$knob must be a number, got '${!knob}'"
 done
 [[ $SUBMIT_USER =~ ^[a-z_][a-z0-9_-]*$ ]] || die "HPCBRIDGE_CONDOR_USER '$SUBMIT_USER' is not a valid user name"
+[[ $SCRATCH =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
+  die "HPCBRIDGE_CONDOR_SCRATCH must be an absolute path of letters, digits and ._-, got '$SCRATCH'"
+case $SCRATCH/ in
+  /tmp/* | /var/tmp/*) die "HPCBRIDGE_CONDOR_SCRATCH must not be under /tmp or /var/tmp: jobs have private ones" ;;
+esac
 # $STATE/env names the SSH port HPCBRIDGE_CONDOR_PORT; exporting it into this script would make
 # the collector and sshd fight for one port.
 [ "$PORT" != "$SSH_PORT" ] ||
@@ -260,7 +282,126 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 Subsystem sftp internal-sftp
+# For the tests of site features (see the header): the certificate ID of each login in the log,
+# logins with certificates of the test user CA, and a record of every command.
+LogLevel VERBOSE
+TrustedUserCAKeys /etc/ssh/hpcbridge_user_ca.pub
+ForceCommand $RECORDER
 EOF
+}
+
+# Makes the ed25519 key pair $SSHDIR/NAME{,.pub} with the rootfs's ssh-keygen, unless it exists.
+make_key() { # NAME COMMENT
+  [ ! -s "$SSHDIR/$1" ] || return 0
+  rm -f "$ROOTFS/tmp/hpcbridge_$1" "$ROOTFS/tmp/hpcbridge_$1.pub"
+  chroot_run ssh-keygen -q -t ed25519 -N '' -C "$2" -f "/tmp/hpcbridge_$1"
+  mv "$ROOTFS/tmp/hpcbridge_$1" "$SSHDIR/$1"
+  mv "$ROOTFS/tmp/hpcbridge_$1.pub" "$SSHDIR/$1.pub"
+  chmod 600 "$SSHDIR/$1"
+}
+
+# The rootfs's ssh-keygen on a key or certificate given on stdin; TZ=UTC0 for `-L`'s times.
+keygen_stdin() { # OPTION <FILE
+  chroot_run TZ=UTC0 ssh-keygen "$1" -f -
+}
+
+# cert_fits INFO MODE: INFO is `ssh-keygen -L` of a certificate (keygen_stdin -L). True if it
+# certifies cert_key ($CERT_KEY_FP) for the test user alone, is signed by the user CA ($CA_FP),
+# and is still what MODE asks for: valid (valid now, a day or more left), expired (ended), future
+# (starts 100 days or more from now).
+cert_fits() {
+  local info=$1 mode=$2 principals from="" to="" now
+  [[ $info == *"Signing CA: ED25519 $CA_FP "* && $info == *"Public key: ED25519-CERT $CERT_KEY_FP"* ]] ||
+    return 1
+  principals=$(sed -n '/^ *Principals:/,/^ *Critical Options:/{/:/d;s/^ *//;p}' <<<"$info")
+  [ "$principals" = "$SUBMIT_USER" ] || return 1
+  read -r from to < <(sed -n 's/^ *Valid: from \([^ ]*\) to \([^ ]*\)$/\1 \2/p' <<<"$info") || true
+  [ -n "$from" ] && [ -n "$to" ] || return 1
+  from=$(date -u -d "$from" +%s 2>/dev/null) && to=$(date -u -d "$to" +%s 2>/dev/null) || return 1
+  now=$(date +%s)
+  case $mode in
+    valid) ((from <= now && to - now >= 86400)) ;;
+    expired) ((to < now)) ;;
+    future) ((from - now >= 100 * 86400)) ;;
+    *) return 1 ;;
+  esac
+}
+
+# The user CA that sshd trusts, the key cert_key (in no authorized_keys file) and its three
+# certificates, each signed again only when it no longer fits (cert_fits): after the CA or
+# cert_key was made anew, or as time passes. Signing happens in the rootfs, in a directory of
+# root's that is removed afterwards.
+setup_certificates() {
+  local mode cert work=/root/.hpcbridge-sign
+  local -A validity=([valid]=-5m:+30d [expired]=20200101:20200102 [future]=+1000d:+1001d)
+  make_key user_ca hpcbridge-condor-user_ca
+  make_key cert_key hpcbridge-condor-cert_key
+  install -m 644 "$SSHDIR/user_ca.pub" "$ROOTFS/etc/ssh/hpcbridge_user_ca.pub"
+  CA_FP=$(keygen_stdin -l <"$SSHDIR/user_ca.pub" | cut -d' ' -f2)
+  CERT_KEY_FP=$(keygen_stdin -l <"$SSHDIR/cert_key.pub" | cut -d' ' -f2)
+  CERT_ID=hpcbridge-condor-valid
+  for mode in valid expired future; do
+    cert=$SSHDIR/cert_key-$mode-cert.pub
+    [ "$mode" != valid ] || cert=$SSHDIR/cert_key-cert.pub
+    if [ -s "$cert" ] && cert_fits "$(keygen_stdin -L <"$cert" 2>/dev/null)" "$mode"; then
+      continue
+    fi
+    log "signing the $mode certificate of cert_key for $SUBMIT_USER"
+    rm -rf "$ROOTFS$work"
+    install -d -m 700 "$ROOTFS$work"
+    install -m 600 "$SSHDIR/user_ca" "$ROOTFS$work/user_ca"
+    install -m 644 "$SSHDIR/cert_key.pub" "$ROOTFS$work/cert_key.pub"
+    # ssh-keygen names the certificate after the public key it signs.
+    chroot_run ssh-keygen -q -s "$work/user_ca" -I "hpcbridge-condor-$mode" -n "$SUBMIT_USER" \
+      -V "${validity[$mode]}" "$work/cert_key.pub" </dev/null ||
+      die "ssh-keygen could not sign the $mode certificate"
+    install -m 644 "$ROOTFS$work/cert_key-cert.pub" "$cert"
+    rm -rf "$ROOTFS$work"
+  done
+}
+
+# The test sshd's ForceCommand: it records each command line, then runs it as sshd would have
+# ("$SHELL -c COMMAND"; a login shell when there is none; the SFTP subsystem, which arrives as
+# "internal-sftp", as sftp-server). A record is the command's text, a NUL byte and a newline,
+# appended under flock so that concurrent sessions never interleave; a command that cannot be
+# recorded is not run. The log is the test user's (the command runs as that user), mode 600, in
+# a directory only root may write. The script is replaced atomically and only when it changed,
+# as sessions may be starting it.
+setup_recorder() { # GID
+  local tmp
+  RECORDER=/usr/local/libexec/hpcbridge-record-command
+  COMMAND_LOG=/var/log/hpcbridge/commands.log
+  install -d -m 755 "$ROOTFS/usr/local/libexec" "$ROOTFS${COMMAND_LOG%/*}"
+  [ -e "$ROOTFS$COMMAND_LOG" ] || : >"$ROOTFS$COMMAND_LOG"
+  chown "$SUBMIT_UID:$1" "$ROOTFS$COMMAND_LOG"
+  chmod 600 "$ROOTFS$COMMAND_LOG"
+  tmp=$(mktemp "$ROOTFS$RECORDER.XXXXXX")
+  cat >"$tmp" <<EOF
+#!/bin/bash
+# Written by hpcbridge tests/clusters/condor-up.sh: the test sshd's ForceCommand.
+log=$COMMAND_LOG
+cmd=\${SSH_ORIGINAL_COMMAND-}
+if ! { flock 3 && printf '%s\\000\\n' "\$cmd" >&3; } 3>>"\$log"; then
+  printf 'record-command: cannot append to %s; the command was not run\\n' "\$log" >&2
+  exit 126
+fi
+shell=\${SHELL:-/bin/sh}
+case \$cmd in
+  '') exec -l "\$shell" ;;
+  internal-sftp | 'internal-sftp '*) exec /usr/lib/openssh/sftp-server \${cmd#internal-sftp} ;;
+  *) exec "\$shell" -c "\$cmd" ;;
+esac
+EOF
+  chmod 755 "$tmp"
+  if cmp -s "$tmp" "$ROOTFS$RECORDER"; then rm -f "$tmp"; else mv -f "$tmp" "$ROOTFS$RECORDER"; fi
+}
+
+# The scratch directory: outside the home, the test user's alone. Its parent is created (root's,
+# mode 755) only when missing, so that pointing HPCBRIDGE_CONDOR_SCRATCH elsewhere never changes
+# the mode of an existing directory.
+setup_scratch() { # GID
+  [ -d "$ROOTFS${SCRATCH%/*}" ] || chroot_run install -d -m 755 "${SCRATCH%/*}"
+  chroot_run install -d -o "$SUBMIT_UID" -g "$1" -m 700 "$SCRATCH"
 }
 
 configure() {
@@ -313,6 +454,9 @@ configure() {
   install -d -m 700 "$ROOTFS/root/.ssh"
   install -m 600 "$SSHDIR/id_ed25519" "$ROOTFS/root/.ssh/hpcbridge_id_ed25519"
   install -m 600 "$SSHDIR/known_hosts" "$ROOTFS/root/.ssh/hpcbridge_known_hosts"
+  setup_certificates
+  setup_recorder "$gid"
+  setup_scratch "$gid"
   write_sshd_config
 }
 
@@ -371,13 +515,27 @@ ensure_condor() {
   start_daemon condor_master /usr/sbin/condor_master -f
 }
 
+# sshd reads its configuration only when it starts: the one it started with is kept in
+# $STATE/sshd_config.started, and a running sshd whose configuration has changed since is stopped
+# (by PID, the listener only: open sessions end on their own) and started again.
 ensure_sshd() {
+  local config=$ROOTFS/etc/ssh/sshd_config.hpcbridge pid
   if daemon_running sshd; then
-    return 0
+    cmp -s "$config" "$STATE/sshd_config.started" && return 0
+    pid=$(cat "$PIDS/sshd.pid")
+    log "sshd_config changed; restarting sshd (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    if ! wait_until 10 sshd_gone "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+      wait_until 5 sshd_gone "$pid" || die "sshd (pid $pid) survived SIGKILL"
+    fi
+    rm -f "$PIDS/sshd.pid"
   fi
   claim_port "$SSH_PORT" "sshd"
+  cp "$config" "$STATE/sshd_config.started"
   start_daemon sshd /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config.hpcbridge
 }
+sshd_gone() { ! is_ours "$1" sshd; }
 
 ssh_cmd() {
   in_root ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=5 \
@@ -451,6 +609,17 @@ write_env() {
       printf 'HPCBRIDGE_CONDOR_PASSWORD=%q\n' "$(cat "$STATE/password")"
       printf 'HPCBRIDGE_CONDOR_KNOWN_HOSTS=%q\n' "$SSHDIR/known_hosts"
       printf 'HPCBRIDGE_CONDOR_VERSION=%q\n' "$version"
+      printf 'HPCBRIDGE_CONDOR_USER_CA=%q\n' "$SSHDIR/user_ca"
+      printf 'HPCBRIDGE_CONDOR_CERT_KEY=%q\n' "$SSHDIR/cert_key"
+      printf 'HPCBRIDGE_CONDOR_CERT=%q\n' "$SSHDIR/cert_key-cert.pub"
+      printf 'HPCBRIDGE_CONDOR_CERT_ID=%q\n' "$CERT_ID"
+      printf 'HPCBRIDGE_CONDOR_CERT_EXPIRED=%q\n' "$SSHDIR/cert_key-expired-cert.pub"
+      printf 'HPCBRIDGE_CONDOR_CERT_FUTURE=%q\n' "$SSHDIR/cert_key-future-cert.pub"
+      # On this machine (in the rootfs), unlike the scratch directory below.
+      printf 'HPCBRIDGE_CONDOR_COMMAND_LOG=%q\n' "$ROOTFS$COMMAND_LOG"
+      printf 'HPCBRIDGE_CONDOR_SSH_LOG=%q\n' "$LOGS/sshd.log"
+      # As the test user sees it over SSH and in jobs; on this machine it is under the rootfs.
+      printf 'HPCBRIDGE_CONDOR_SCRATCH=%q\n' "$SCRATCH"
     } >"$tmp"
   )
   mv -f "$tmp" "$STATE/env"

@@ -11,8 +11,23 @@
 # (2222), HPCBRIDGE_SLURM_DB_PORT (3306), HPCBRIDGE_SLURM_CTLD_PORT (6817),
 # HPCBRIDGE_SLURM_SLURMD_PORT (6818), HPCBRIDGE_SLURM_DBD_PORT (6819), HPCBRIDGE_SLURM_USER
 # (hpcuser), HPCBRIDGE_SLURM_CPUS (16), HPCBRIDGE_SLURM_MIN_JOB_AGE (30), HPCBRIDGE_SLURM_SMOKE
-# (1; 0 skips the smoke job), HPCBRIDGE_SLURM_NO_INSTALL (set: never run apt-get).
+# (1; 0 skips the smoke job), HPCBRIDGE_SLURM_NO_INSTALL (set: never run apt-get),
+# HPCBRIDGE_SLURM_SCRATCH (/srv/hpcbridge-scratch/USER).
 # On success $STATE/env (mode 600, KEY=value lines) holds the connection details.
+#
+# What the login node offers besides a key login, for the tests of site features:
+#   - SSH user certificates: sshd trusts the user CA $STATE/ssh/user_ca.pub; the key
+#     $STATE/ssh/cert_key is in no authorized_keys file and logs in only with its certificate
+#     cert_key-cert.pub (valid for 30 days, signed again when less than a day is left), never
+#     with cert_key-expired-cert.pub (expired in 2020) or cert_key-future-cert.pub (valid only
+#     from about 1000 days after signing). Note that OpenSSH's client, given -i cert_key, also
+#     offers cert_key-cert.pub by itself.
+#   - A record of every command: sshd's ForceCommand is $STATE/bin/record-command, which appends
+#     the command line the client asked for to $STATE/log/commands.log (each record is the
+#     command's text followed by a NUL byte and a newline; a session without a command leaves an
+#     empty record), then runs it as sshd would have (exit status, stdin and output untouched).
+#   - sshd logs at LogLevel VERBOSE to $STATE/log/sshd.log (with the certificate ID of a login).
+#   - A scratch directory outside the home, the test user's alone (mode 700).
 set -euo pipefail
 
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +45,7 @@ CPUS=${HPCBRIDGE_SLURM_CPUS:-16}
 MIN_JOB_AGE=${HPCBRIDGE_SLURM_MIN_JOB_AGE:-30}
 SMOKE=${HPCBRIDGE_SLURM_SMOKE:-1}
 NO_INSTALL=${HPCBRIDGE_SLURM_NO_INSTALL:-}
+SCRATCH=${HPCBRIDGE_SLURM_SCRATCH:-/srv/hpcbridge-scratch/$TEST_USER}
 
 CLUSTER=localcluster
 ACCOUNT=research
@@ -91,6 +107,8 @@ validate_knobs() {
     [[ $TEST_USER =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "invalid user name '$TEST_USER'"
     [[ $STATE == /* && $STATE != / ]] || die "HPCBRIDGE_SLURM_STATE must be an absolute path"
     [[ $SMOKE == 0 || $SMOKE == 1 ]] || die "HPCBRIDGE_SLURM_SMOKE must be 0 or 1"
+    [[ $SCRATCH =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
+        die "HPCBRIDGE_SLURM_SCRATCH must be an absolute path of letters, digits and ._-, got '$SCRATCH'"
 }
 
 no_install() {
@@ -158,7 +176,7 @@ secret() {
 }
 
 prepare_dirs() {
-    install -d -m 755 "$STATE" "$STATE/etc" "$STATE/log" "$STATE/ssh" "$STATE/slurmd"
+    install -d -m 755 "$STATE" "$STATE/etc" "$STATE/log" "$STATE/ssh" "$STATE/slurmd" "$STATE/bin"
     install -d -m 700 "$STATE/pids" "$STATE/secrets"
     install -d -o slurm -g slurm -m 755 "$STATE/run" "$STATE/slurmctld"
     install -d -o mysql -g mysql -m 750 "$STATE/mysql-run"
@@ -206,9 +224,21 @@ setup_user() {
     fi
 }
 
+# The scratch directory: outside the home, the test user's alone. Its parent is created (root's,
+# mode 755) only when missing, so that pointing HPCBRIDGE_SLURM_SCRATCH elsewhere never changes
+# the mode of an existing directory.
+setup_scratch() {
+    local parent
+    parent=$(dirname -- "$SCRATCH")
+    [[ -d $parent ]] || install -d -m 755 "$parent"
+    install -d -o "$TEST_USER" -g "$(id -gn "$TEST_USER")" -m 700 "$SCRATCH"
+}
+
+# user_ca (the CA of the user certificates) and cert_key are made like the other keys; cert_key
+# goes into no authorized_keys file.
 setup_ssh_keys() {
     local k
-    for k in ssh_host_ed25519_key id_ed25519; do
+    for k in ssh_host_ed25519_key id_ed25519 user_ca cert_key; do
         if [[ ! -s $STATE/ssh/$k ]]; then
             rm -f "$STATE/ssh/$k" "$STATE/ssh/$k.pub"
             ssh-keygen -q -t ed25519 -N '' -C "hpcbridge-slurm-$k" -f "$STATE/ssh/$k" </dev/null
@@ -231,6 +261,85 @@ setup_ssh_keys() {
     fi
     chown "$TEST_USER:$group" "$USER_HOME/.ssh/authorized_keys"
     chmod 600 "$USER_HOME/.ssh/authorized_keys"
+}
+
+# cert_fits INFO MODE: INFO is `ssh-keygen -L` of a certificate, printed with TZ=UTC0. True if it
+# certifies cert_key ($CERT_KEY_FP) for the test user alone, is signed by the user CA ($CA_FP),
+# and is still what MODE asks for: valid (valid now, a day or more left), expired (ended), future
+# (starts 100 days or more from now).
+cert_fits() {
+    local info=$1 mode=$2 principals from="" to="" now
+    [[ $info == *"Signing CA: ED25519 $CA_FP "* && $info == *"Public key: ED25519-CERT $CERT_KEY_FP"* ]] ||
+        return 1
+    principals=$(sed -n '/^ *Principals:/,/^ *Critical Options:/{/:/d;s/^ *//;p}' <<<"$info")
+    [[ $principals == "$TEST_USER" ]] || return 1
+    read -r from to < <(sed -n 's/^ *Valid: from \([^ ]*\) to \([^ ]*\)$/\1 \2/p' <<<"$info") || true
+    [[ -n $from && -n $to ]] || return 1
+    from=$(date -u -d "$from" +%s 2>/dev/null) && to=$(date -u -d "$to" +%s 2>/dev/null) || return 1
+    now=$(date +%s)
+    case $mode in
+        valid) ((from <= now && to - now >= 86400)) ;;
+        expired) ((to < now)) ;;
+        future) ((from - now >= 100 * 86400)) ;;
+        *) return 1 ;;
+    esac
+}
+
+# The three certificates of cert_key, each signed again only when it no longer fits (cert_fits):
+# after the user CA or cert_key was made anew, or as time passes.
+setup_certificates() {
+    local ssh=$STATE/ssh mode cert tmp
+    local -A validity=([valid]=-5m:+30d [expired]=20200101:20200102 [future]=+1000d:+1001d)
+    CA_FP=$(ssh-keygen -l -f "$ssh/user_ca.pub" | cut -d' ' -f2)
+    CERT_KEY_FP=$(ssh-keygen -l -f "$ssh/cert_key.pub" | cut -d' ' -f2)
+    CERT_ID=hpcbridge-slurm-valid
+    for mode in valid expired future; do
+        cert=$ssh/cert_key-$mode-cert.pub
+        [[ $mode != valid ]] || cert=$ssh/cert_key-cert.pub
+        if [[ -s $cert ]] && cert_fits "$(TZ=UTC0 ssh-keygen -L -f "$cert" 2>/dev/null)" "$mode"; then
+            continue
+        fi
+        log "signing the $mode certificate of cert_key for $TEST_USER"
+        # ssh-keygen names the certificate after the public key it signs.
+        tmp=$(mktemp -d "$ssh/sign.XXXXXX")
+        cp "$ssh/cert_key.pub" "$tmp/cert_key.pub"
+        ssh-keygen -q -s "$ssh/user_ca" -I "hpcbridge-slurm-$mode" -n "$TEST_USER" \
+            -V "${validity[$mode]}" "$tmp/cert_key.pub" </dev/null ||
+            die "ssh-keygen could not sign the $mode certificate"
+        chmod 644 "$tmp/cert_key-cert.pub"
+        mv -f "$tmp/cert_key-cert.pub" "$cert"
+        rm -rf -- "$tmp"
+    done
+}
+
+# The test sshd's ForceCommand: it records each command line, then runs it as sshd would have
+# ("$SHELL -c COMMAND"; a login shell when there is none; the SFTP subsystem, which arrives as
+# "internal-sftp", as sftp-server). A record is the command's text, a NUL byte and a newline,
+# appended under flock so that concurrent sessions never interleave; a command that cannot be
+# recorded is not run. The log is the test user's (the command runs as that user), mode 600, in
+# a directory only root may write.
+setup_recorder() {
+    COMMAND_LOG=$STATE/log/commands.log
+    RECORDER=$STATE/bin/record-command
+    [[ -e $COMMAND_LOG ]] || : >"$COMMAND_LOG"
+    chown "$TEST_USER:$(id -gn "$TEST_USER")" "$COMMAND_LOG"
+    chmod 600 "$COMMAND_LOG"
+    write_file "$RECORDER" 755 root:root <<EOF
+#!/bin/bash
+# Written by hpcbridge tests/clusters/slurm-up.sh: the test sshd's ForceCommand.
+log=$COMMAND_LOG
+cmd=\${SSH_ORIGINAL_COMMAND-}
+if ! { flock 3 && printf '%s\\000\\n' "\$cmd" >&3; } 3>>"\$log"; then
+    printf 'record-command: cannot append to %s; the command was not run\\n' "\$log" >&2
+    exit 126
+fi
+shell=\${SHELL:-/bin/sh}
+case \$cmd in
+    '') exec -l "\$shell" ;;
+    internal-sftp | 'internal-sftp '*) exec /usr/lib/openssh/sftp-server \${cmd#internal-sftp} ;;
+    *) exec "\$shell" -c "\$cmd" ;;
+esac
+EOF
 }
 
 write_configs() {
@@ -333,6 +442,11 @@ MaxStartups 64:30:128
 X11Forwarding no
 PrintMotd no
 Subsystem sftp internal-sftp
+# For the tests of site features (see the header): the certificate ID of each login in the log,
+# logins with certificates of the test user CA, and a record of every command.
+LogLevel VERBOSE
+TrustedUserCAKeys $STATE/ssh/user_ca.pub
+ForceCommand $RECORDER
 EOF
     SSHD_CHANGED=$WROTE
     /usr/sbin/sshd -t -f "$STATE/etc/sshd_config" || die "sshd rejects $STATE/etc/sshd_config"
@@ -609,7 +723,16 @@ write_env() {
             HPCBRIDGE_SLURM_KNOWN_HOSTS "$KNOWN_HOSTS" \
             HPCBRIDGE_SLURM_PARTITION "$PARTITION" \
             HPCBRIDGE_SLURM_CLUSTER "$CLUSTER" \
-            HPCBRIDGE_SLURM_MIN_JOB_AGE "$MIN_JOB_AGE"
+            HPCBRIDGE_SLURM_MIN_JOB_AGE "$MIN_JOB_AGE" \
+            HPCBRIDGE_SLURM_USER_CA "$STATE/ssh/user_ca" \
+            HPCBRIDGE_SLURM_CERT_KEY "$STATE/ssh/cert_key" \
+            HPCBRIDGE_SLURM_CERT "$STATE/ssh/cert_key-cert.pub" \
+            HPCBRIDGE_SLURM_CERT_ID "$CERT_ID" \
+            HPCBRIDGE_SLURM_CERT_EXPIRED "$STATE/ssh/cert_key-expired-cert.pub" \
+            HPCBRIDGE_SLURM_CERT_FUTURE "$STATE/ssh/cert_key-future-cert.pub" \
+            HPCBRIDGE_SLURM_COMMAND_LOG "$COMMAND_LOG" \
+            HPCBRIDGE_SLURM_SSH_LOG "$STATE/log/sshd.log" \
+            HPCBRIDGE_SLURM_SCRATCH "$SCRATCH"
     } | write_file "$STATE/env" 600 root:root
 }
 
@@ -627,7 +750,10 @@ main() {
     prepare_dirs
     setup_munge_key
     setup_user
+    setup_scratch
     setup_ssh_keys
+    setup_certificates
+    setup_recorder
     write_configs
     bring_up
     if [[ $SMOKE == 1 ]]; then

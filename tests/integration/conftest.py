@@ -1,8 +1,10 @@
-"""Fixtures for the integration tests: the real test clusters and a real hook server.
+"""Fixtures for the integration tests: the real test clusters, the SSH bastion in front of
+them, and a real hook server.
 
-The clusters are brought up by ``make test`` (tests/clusters/*-up.sh) before pytest runs; the
-fixtures only read their ``env`` files. A cluster that is not up skips its tests with the
-reason — except under ``CI=true``, where it fails them: in CI a real-cluster test never skips.
+The clusters and the bastion are brought up by ``make test`` (tests/clusters/*-up.sh) before
+pytest runs; the fixtures only read their ``env`` files. A cluster that is not up skips its
+tests with the reason — except under ``CI=true``, where it fails them: in CI a real-cluster test
+never skips.
 
 Also here: the schedulers' own view of the jobs an attempt submitted (``jobs_named`` for SLURM,
 ``clusters_with_key`` for HTCondor), which the tests compare with what the hooks report.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shlex
 import subprocess
 import uuid
@@ -59,6 +62,28 @@ class Cluster:
     password: str = field(repr=False)
     rootfs: str = "/"
     """Where the cluster's files live on this machine: ``/``, or the HTCondor pool's chroot."""
+    # What the login node offers for the tests of site features (None: the env file predates
+    # them). Files are on this machine; read_text() gives what a Secret would hold.
+    cert_key: Path | None = None
+    """A key in no authorized_keys file: it logs in only with a certificate of ``user_ca``.
+    (Given ``-i cert_key``, OpenSSH's client also offers ``cert``, the -cert.pub beside it.)"""
+    cert: Path | None = None
+    """The certificate of ``cert_key`` for ``user``, valid now (and for a day at least)."""
+    cert_id: str | None = None
+    """``cert``'s key ID, which sshd logs: ``Accepted certificate ID "<cert_id>"``."""
+    cert_expired: Path | None = None
+    """A certificate of ``cert_key`` for ``user`` that expired in 2020."""
+    cert_future: Path | None = None
+    """A certificate of ``cert_key`` for ``user`` that becomes valid years from now."""
+    user_ca: Path | None = None
+    """The private key of the user CA sshd trusts, to sign other certificates with."""
+    command_log: Path | None = None
+    """Every command line sshd was asked to run, as records (see ``commands``)."""
+    ssh_log: Path | None = None
+    """sshd's log, at LogLevel VERBOSE."""
+    scratch: str | None = None
+    """A directory outside the home, the user's alone (mode 700), as the user sees it over SSH
+    and in jobs; ``on_host(scratch)`` is where it is on this machine."""
 
     def secret(self, name: str, *, auth: str = "key", **override: str | None) -> dict[str, Any]:
         data = {"username": self.user, "known_hosts": self.known_hosts}
@@ -89,6 +114,18 @@ class Cluster:
         home = Path(self.rootfs) / "home" / self.user
         return home / ".hpcbridge" / meta["namespace"] / meta["name"] / meta["uid"]
 
+    def on_host(self, path: str) -> Path:
+        """Where a path of the cluster (as the user sees it) is on this machine."""
+        return Path(self.rootfs) / path.lstrip("/")
+
+    def commands(self) -> list[str]:
+        """The command lines sshd was asked to run so far, oldest first (each record of
+        ``command_log`` is the command's text, a NUL byte and a newline; a login shell without
+        a command is an empty one). Other tests' commands are there too."""
+        assert self.command_log is not None, f"{self.state}/env has no command log"
+        records = self.command_log.read_bytes().split(b"\0\n")
+        return [record.decode(errors="replace") for record in records[:-1]]
+
     def as_user(self, script: str, *, stdin: str = "") -> str:
         """Run a shell script on the cluster as the test user (root's shortcut, not SSH)."""
         chroot = ["chroot", self.rootfs] if self.rootfs != "/" else []
@@ -116,12 +153,21 @@ def cluster_from_state(backend: str) -> Cluster | None:
     if not (state / "env").exists():
         return None
     env = read_env(state / "env")
+
+    def path(name: str) -> Path | None:
+        value = env.get(f"{prefix}_{name}")
+        return Path(value) if value else None
+
     return Cluster(
         backend=backend, state=state, host=env[f"{prefix}_HOST"],
         port=int(env[f"{prefix}_PORT"]), user=env[f"{prefix}_USER"],
         key=Path(env[f"{prefix}_KEY"]).read_text(),
         known_hosts=Path(env[f"{prefix}_KNOWN_HOSTS"]).read_text(),
         password=env[f"{prefix}_PASSWORD"], rootfs=env.get(f"{prefix}_ROOTFS", "/"),
+        cert_key=path("CERT_KEY"), cert=path("CERT"), cert_id=env.get(f"{prefix}_CERT_ID"),
+        cert_expired=path("CERT_EXPIRED"), cert_future=path("CERT_FUTURE"),
+        user_ca=path("USER_CA"), command_log=path("COMMAND_LOG"), ssh_log=path("SSH_LOG"),
+        scratch=env.get(f"{prefix}_SCRATCH"),
     )
 
 
@@ -143,6 +189,121 @@ def slurm() -> Cluster:
 @pytest.fixture(scope="session")
 def htcondor() -> Cluster:
     return up_or_unavailable("htcondor")
+
+
+@dataclass(frozen=True)
+class Route:
+    """A login node as a client reaches it through the bastion: by a name only the bastion
+    resolves. The known_hosts texts name it so (``[name]:port``), plainly or hashed."""
+
+    name: str
+    port: int
+    known_hosts: str = field(repr=False)
+    known_hosts_hashed: str = field(repr=False)
+    known_hosts_file: Path
+    known_hosts_hashed_file: Path
+
+
+DIRECT_TCPIP = re.compile(
+    r"server_request_direct_tcpip: originator (\S+) port (\d+), target (\S+) port (\d+)")
+
+
+@dataclass(frozen=True)
+class Bastion:
+    """The SSH bastion (tests/clusters/bastion-up.sh): a jump-only user on its own sshd, which
+    forwards TCP connections to the login nodes named in ``routes`` and logs each one."""
+
+    state: Path
+    host: str
+    port: int
+    user: str
+    key: str = field(repr=False)
+    """The jump user's private key (its text, as a Secret holds it)."""
+    key_file: Path
+    known_hosts: str = field(repr=False)
+    """The bastion's own host key line (``[host]:port ...``)."""
+    known_hosts_file: Path
+    log: Path
+    """sshd's log, at LogLevel DEBUG1 (``forwarded`` reads it)."""
+    pidfile: Path
+    routes: dict[str, Route]
+    """By backend (``slurm``, ``htcondor``): the login nodes the bastion fronts."""
+
+    def route(self, backend: str) -> Route:
+        if backend not in self.routes:
+            unavailable(f"the bastion does not front the {backend} test cluster (it was not up "
+                        "when tests/clusters/bastion-up.sh last ran)")
+        return self.routes[backend]
+
+    def pid(self) -> int:
+        return int(self.pidfile.read_text())
+
+    def log_size(self) -> int:
+        """Where the log ends now: ``forwarded(since=...)`` reads on from there."""
+        return self.log.stat().st_size
+
+    def forwarded(self, since: int = 0) -> list[tuple[str, int]]:
+        """The (name, port) of every connection forwarded since that point of the log (other
+        tests' connections too)."""
+        with self.log.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        return [(m[3], int(m[4])) for m in DIRECT_TCPIP.finditer(text)]
+
+    def stop(self) -> None:
+        """Stop the bastion's sshd and the connections open through it (by PID). A test that
+        does this is an outage test: the bastion is everybody's."""
+        self.script("bastion-down.sh")
+
+    def start(self) -> None:
+        """Start the bastion again (or leave it running): same keys, names and port."""
+        self.script("bastion-up.sh")
+
+    def script(self, name: str, *args: str) -> None:
+        subprocess.run(["bash", str(REPO / "tests/clusters" / name), *args], check=True,
+                       timeout=300, capture_output=True)
+
+
+BASTION_STATE = "/var/tmp/hpcbridge-bastion"
+BASTION_BACKENDS = {"slurm": "SLURM", "htcondor": "CONDOR"}
+
+
+def bastion_from_state() -> Bastion | None:
+    """The bastion as bastion-up.sh described it, or None."""
+    state = Path(os.environ.get("HPCBRIDGE_BASTION_STATE", BASTION_STATE))
+    if not (state / "env").exists():
+        return None
+    env = read_env(state / "env")
+    routes: dict[str, Route] = {}
+    for backend, infix in BASTION_BACKENDS.items():
+        prefix = f"HPCBRIDGE_BASTION_{infix}"
+        if f"{prefix}_NAME" not in env:
+            continue
+        plain = Path(env[f"{prefix}_KNOWN_HOSTS"])
+        hashed = Path(env[f"{prefix}_KNOWN_HOSTS_HASHED"])
+        routes[backend] = Route(
+            name=env[f"{prefix}_NAME"], port=int(env[f"{prefix}_PORT"]),
+            known_hosts=plain.read_text(), known_hosts_hashed=hashed.read_text(),
+            known_hosts_file=plain, known_hosts_hashed_file=hashed)
+    key = Path(env["HPCBRIDGE_BASTION_KEY"])
+    known_hosts = Path(env["HPCBRIDGE_BASTION_KNOWN_HOSTS"])
+    return Bastion(
+        state=state, host=env["HPCBRIDGE_BASTION_HOST"], port=int(env["HPCBRIDGE_BASTION_PORT"]),
+        user=env["HPCBRIDGE_BASTION_USER"], key=key.read_text(), key_file=key,
+        known_hosts=known_hosts.read_text(), known_hosts_file=known_hosts,
+        log=Path(env["HPCBRIDGE_BASTION_LOG"]), pidfile=Path(env["HPCBRIDGE_BASTION_PIDFILE"]),
+        routes=routes,
+    )
+
+
+@pytest.fixture(scope="session")
+def bastion() -> Bastion:
+    found = bastion_from_state()
+    if found is None:
+        unavailable(f"the SSH bastion is not up (no {BASTION_STATE}/env): run make test as root, "
+                    "or tests/clusters/bastion-up.sh after the clusters' scripts")
+    assert found is not None
+    return found
 
 
 def jobs_named(job_name: str) -> list[str]:

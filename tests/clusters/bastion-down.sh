@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Stop the SSH bastion of bastion-up.sh. Its sshd is stopped only through the pid file
+# bastion-up.sh recorded, and only if /proc/PID/exe is sshd; the connections open through it
+# (its per-connection sshd processes) are ended with it. bastion-up.sh starts it again.
+#
+# Usage: bastion-down.sh [--purge] [--started FILE]
+#   (no option)     stop the bastion's sshd and the connections open through it
+#   --started FILE  stop it only if its pid file is listed in FILE (as written by
+#                   bastion-up.sh --started FILE), then remove FILE
+#   --purge         after stopping it, delete the state dir (keys, log) and take its key out of
+#                   the jump user's authorized_keys; the jump user stays
+# Knobs: HPCBRIDGE_BASTION_STATE (/var/tmp/hpcbridge-bastion).
+set -euo pipefail
+
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+
+STATE=${HPCBRIDGE_BASTION_STATE:-/var/tmp/hpcbridge-bastion}
+SSHD=/usr/sbin/sshd
+PIDFILE=$STATE/pids/sshd.pid
+
+PURGE=0
+STARTED_FILE=""
+
+usage() {
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+}
+
+parse_args() {
+    while (($#)); do
+        case $1 in
+            --purge)
+                PURGE=1
+                shift
+                ;;
+            --started)
+                (($# >= 2)) || die "--started needs a file name"
+                STARTED_FILE=$2
+                shift 2
+                ;;
+            --started=*)
+                STARTED_FILE=${1#*=}
+                shift
+                ;;
+            -h | --help)
+                usage
+                exit 0
+                ;;
+            *) die "unknown argument: $1 (see --help)" ;;
+        esac
+    done
+    if ((PURGE)) && [[ -n $STARTED_FILE ]]; then
+        die "--purge stops everything; it cannot be combined with --started"
+    fi
+}
+
+# True if FILE lists the bastion's pid file (other lines are warned about and ignored).
+listed() {
+    local line found=1
+    [[ -e $STARTED_FILE ]] || { log "$STARTED_FILE does not exist: nothing was started"; return 1; }
+    while IFS= read -r line || [[ -n $line ]]; do
+        [[ -n $line ]] || continue
+        if [[ $line == "$PIDFILE" ]]; then
+            found=0
+        else
+            log "WARNING: ignoring unknown pid file '$line' in $STARTED_FILE"
+        fi
+    done <"$STARTED_FILE"
+    return "$found"
+}
+
+# Ends those of PIDs that still run sshd (the connections of a stopped sshd), by PID.
+end_sessions() { # PID...
+    local p sshd
+    sshd=$(readlink -f "$SSHD")
+    for p in "$@"; do
+        [[ $(readlink -f "/proc/$p/exe" 2>/dev/null) == "$sshd" ]] && kill -TERM "$p" 2>/dev/null
+    done
+    return 0
+}
+
+stop_sshd() {
+    local pid sessions=()
+    if pid_alive "$PIDFILE" "$SSHD"; then
+        pid=$(<"$PIDFILE")
+        pid=${pid//[[:space:]]/}
+        log "stopping the bastion's sshd (pid $pid)"
+        # Collected first: once the listener is gone its children are reparented.
+        mapfile -t sessions < <(descendants "$pid")
+        stop_pid "$PIDFILE" "$SSHD" || { log "ERROR: could not stop the bastion's sshd"; return 1; }
+        end_sessions "${sessions[@]}"
+    elif [[ -e $PIDFILE ]]; then
+        log "the bastion's sshd is not running (stale pid file removed)"
+        rm -f -- "$PIDFILE"
+    else
+        log "the bastion's sshd is not running (no pid file)"
+    fi
+}
+
+purge_state() {
+    [[ -e $STATE ]] || return 0
+    [[ $STATE == /* && $STATE != / ]] || die "refusing to delete '$STATE'"
+    [[ -e $STATE/.hpcbridge-bastion-state ]] ||
+        die "refusing to delete $STATE: it has no .hpcbridge-bastion-state marker"
+    forget_key
+    log "deleting $STATE"
+    rm -rf -- "$STATE"
+}
+
+# Takes the jump key of this state dir out of the jump user's authorized_keys.
+forget_key() {
+    local user home auth line
+    [[ -r $STATE/env && -r $STATE/ssh/id_ed25519.pub ]] || return 0
+    user=$(sed -n 's/^HPCBRIDGE_BASTION_USER=//p' "$STATE/env")
+    [[ -n $user ]] && home=$(getent passwd "$user" | cut -d: -f6) || return 0
+    auth=$home/.ssh/authorized_keys
+    [[ -f $auth ]] || return 0
+    line="restrict,port-forwarding $(cut -d' ' -f1,2 "$STATE/ssh/id_ed25519.pub")"
+    grep -vxF -- "$line" "$auth" >"$auth.new" || true
+    chown --reference="$auth" "$auth.new"
+    chmod 600 "$auth.new"
+    mv -f "$auth.new" "$auth"
+}
+
+main() {
+    parse_args "$@"
+    [[ $EUID -eq 0 ]] || die "run as root"
+    if [[ -d $STATE ]]; then
+        exec 9>"$STATE/.lock"
+        flock -w 600 9 || die "another bastion-up/bastion-down holds $STATE/.lock"
+    fi
+    local rc=0
+    if [[ -z $STARTED_FILE ]] || listed; then
+        stop_sshd || rc=1
+    fi
+    if ((rc == 0)) && [[ -n $STARTED_FILE ]]; then
+        rm -f -- "$STARTED_FILE"
+    fi
+    if ((PURGE)); then
+        ((rc == 0)) || die "not purging $STATE: the bastion's sshd could not be stopped"
+        purge_state
+    fi
+    log "bastion-down done"
+    return "$rc"
+}
+
+main "$@"
