@@ -23,33 +23,8 @@ PIDFILE=$STATE/pids/sshd.pid
 PURGE=0
 STARTED_FILE=""
 
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
-}
-
 parse_args() {
-    while (($#)); do
-        case $1 in
-            --purge)
-                PURGE=1
-                shift
-                ;;
-            --started)
-                (($# >= 2)) || die "--started needs a file name"
-                STARTED_FILE=$2
-                shift 2
-                ;;
-            --started=*)
-                STARTED_FILE=${1#*=}
-                shift
-                ;;
-            -h | --help)
-                usage
-                exit 0
-                ;;
-            *) die "unknown argument: $1 (see --help)" ;;
-        esac
-    done
+    parse_options down "" "$@"
     if ((PURGE)) && [[ -n $STARTED_FILE ]]; then
         die "--purge stops everything; it cannot be combined with --started"
     fi
@@ -70,42 +45,9 @@ listed() {
     return "$found"
 }
 
-# Ends those of PIDs that still run sshd (the connections of a stopped sshd), by PID.
-end_sessions() { # PID...
-    local p sshd
-    sshd=$(readlink -f "$SSHD")
-    for p in "$@"; do
-        [[ $(readlink -f "/proc/$p/exe" 2>/dev/null) == "$sshd" ]] && kill -TERM "$p" 2>/dev/null
-    done
-    return 0
-}
-
+# The bastion's sshd, with the connections open through it.
 stop_sshd() {
-    local pid sessions=()
-    if pid_alive "$PIDFILE" "$SSHD"; then
-        pid=$(<"$PIDFILE")
-        pid=${pid//[[:space:]]/}
-        log "stopping the bastion's sshd (pid $pid)"
-        # Collected first: once the listener is gone its children are reparented.
-        mapfile -t sessions < <(descendants "$pid")
-        stop_pid "$PIDFILE" "$SSHD" || { log "ERROR: could not stop the bastion's sshd"; return 1; }
-        end_sessions "${sessions[@]}"
-    elif [[ -e $PIDFILE ]]; then
-        log "the bastion's sshd is not running (stale pid file removed)"
-        rm -f -- "$PIDFILE"
-    else
-        log "the bastion's sshd is not running (no pid file)"
-    fi
-}
-
-purge_state() {
-    [[ -e $STATE ]] || return 0
-    [[ $STATE == /* && $STATE != / ]] || die "refusing to delete '$STATE'"
-    [[ -e $STATE/.hpcbridge-bastion-state ]] ||
-        die "refusing to delete $STATE: it has no .hpcbridge-bastion-state marker"
-    forget_key
-    log "deleting $STATE"
-    rm -rf -- "$STATE"
+    stop_daemon "$PIDFILE" "$SSHD" "the bastion's sshd" "the bastion's sshd is not running" 1
 }
 
 # Takes the jump key of this state dir out of the jump user's authorized_keys.
@@ -126,10 +68,7 @@ forget_key() {
 main() {
     parse_args "$@"
     [[ $EUID -eq 0 ]] || die "run as root"
-    if [[ -d $STATE ]]; then
-        exec 9>"$STATE/.lock"
-        flock -w 600 9 || die "another bastion-up/bastion-down holds $STATE/.lock"
-    fi
+    [[ ! -d $STATE ]] || lock_state bastion
     local rc=0
     if [[ -z $STARTED_FILE ]] || listed; then
         stop_sshd || rc=1
@@ -139,7 +78,7 @@ main() {
     fi
     if ((PURGE)); then
         ((rc == 0)) || die "not purging $STATE: the bastion's sshd could not be stopped"
-        purge_state
+        purge_state .hpcbridge-bastion-state forget_key
     fi
     log "bastion-down done"
     return "$rc"

@@ -58,31 +58,6 @@ CLUSTERS=()                   # the fronted clusters: slurm and/or condor
 declare -A NAME=([slurm]=$SLURM_NAME [condor]=$CONDOR_NAME)
 declare -A C_HOST=() C_PORT=() C_USER=() C_KEY=() C_KNOWN_HOSTS=()
 
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
-}
-
-parse_args() {
-    while (($#)); do
-        case $1 in
-            --started)
-                (($# >= 2)) || die "--started needs a file name"
-                STARTED_FILE=$(realpath -m -- "$2")
-                shift 2
-                ;;
-            --started=*)
-                STARTED_FILE=$(realpath -m -- "${1#*=}")
-                shift
-                ;;
-            -h | --help)
-                usage
-                exit 0
-                ;;
-            *) die "unknown argument: $1 (see --help)" ;;
-        esac
-    done
-}
-
 validate_knobs() {
     [[ $PORT =~ ^[1-9][0-9]*$ ]] || die "HPCBRIDGE_BASTION_PORT must be a positive integer, got '$PORT'"
     [[ $JUMP_USER =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "invalid user name '$JUMP_USER'"
@@ -103,10 +78,6 @@ install_packages() {
         [[ -x $f ]] || missing+=("$f")
     done
     ((${#missing[@]} == 0)) || die "missing programs: ${missing[*]} (install: ${PACKAGES[*]})"
-}
-
-no_install() {
-    [[ -n $NO_INSTALL && $NO_INSTALL != 0 ]]
 }
 
 # env_value FILE KEY: the value of KEY in an env file written by a cluster's bring-up script.
@@ -149,23 +120,6 @@ check_names_unknown() {
     done
 }
 
-# write_file PATH MODE OWNER <content: replace PATH only if content, mode or owner differ.
-# Sets WROTE=1 when it changed something.
-write_file() {
-    local path=$1 mode=$2 owner=$3 tmp
-    tmp=$(mktemp "$path.XXXXXX")
-    cat >"$tmp"
-    chmod "$mode" "$tmp"
-    chown "$owner" "$tmp"
-    if [[ -f $path ]] && cmp -s "$tmp" "$path" && [[ $(stat -c '%a %U:%G' "$path") == "$mode $owner" ]]; then
-        rm -f "$tmp"
-        WROTE=0
-    else
-        mv -f "$tmp" "$path"
-        WROTE=1
-    fi
-}
-
 prepare_dirs() {
     install -d -m 755 "$STATE" "$STATE/etc" "$STATE/log" "$STATE/ssh"
     install -d -m 700 "$STATE/pids" "$STATE/run"
@@ -188,16 +142,8 @@ setup_user() {
 }
 
 setup_ssh_keys() {
-    local k group line auth=$JUMP_HOME/.ssh/authorized_keys
-    for k in ssh_host_ed25519_key id_ed25519; do
-        if [[ ! -s $STATE/ssh/$k ]]; then
-            rm -f "$STATE/ssh/$k" "$STATE/ssh/$k.pub"
-            ssh-keygen -q -t ed25519 -N '' -C "hpcbridge-bastion-$k" -f "$STATE/ssh/$k" </dev/null
-        elif [[ ! -s $STATE/ssh/$k.pub ]]; then
-            ssh-keygen -y -f "$STATE/ssh/$k" >"$STATE/ssh/$k.pub"
-        fi
-        chmod 600 "$STATE/ssh/$k"
-    done
+    local group line auth=$JUMP_HOME/.ssh/authorized_keys
+    make_ssh_keys hpcbridge-bastion ssh_host_ed25519_key id_ed25519
     KEY=$STATE/ssh/id_ed25519
     KNOWN_HOSTS=$STATE/ssh/known_hosts
     known_host_line "$HOST" "$PORT" "$(cut -d' ' -f1,2 "$STATE/ssh/ssh_host_ed25519_key.pub")" |
@@ -411,13 +357,8 @@ write_env() {
 }
 
 main() {
-    parse_args "$@"
-    [[ $EUID -eq 0 ]] || die "run as root"
-    validate_knobs
     local t0=$EPOCHREALTIME
-    install -d -m 755 "$STATE"
-    exec 9>"$STATE/.lock"
-    flock -w 600 9 || die "another bastion-up/bastion-down holds $STATE/.lock"
+    begin_up bastion "$@"
 
     install_packages
     read_clusters
@@ -433,7 +374,7 @@ main() {
     write_env
 
     local elapsed
-    elapsed=$(awk -v a="${t0//[!0-9]/}" -v b="${EPOCHREALTIME//[!0-9]/}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+    elapsed=$(seconds_since "$t0")
     local c fronted=()
     for c in "${CLUSTERS[@]}"; do fronted+=("${NAME[$c]}:${C_PORT[$c]}"); done
     log "bastion up in ${elapsed}s on $HOST:$PORT (started: ${STARTED:-nothing}), fronting" \

@@ -305,45 +305,24 @@ keygen_stdin() { # OPTION <FILE
   chroot_run TZ=UTC0 ssh-keygen "$1" -f -
 }
 
-# cert_fits INFO MODE: INFO is `ssh-keygen -L` of a certificate (keygen_stdin -L). True if it
-# certifies cert_key ($CERT_KEY_FP) for the test user alone, is signed by the user CA ($CA_FP),
-# and is still what MODE asks for: valid (valid now, a day or more left), expired (ended), future
-# (starts 100 days or more from now).
-cert_fits() {
-  local info=$1 mode=$2 principals from="" to="" now
-  [[ $info == *"Signing CA: ED25519 $CA_FP "* && $info == *"Public key: ED25519-CERT $CERT_KEY_FP"* ]] ||
-    return 1
-  principals=$(sed -n '/^ *Principals:/,/^ *Critical Options:/{/:/d;s/^ *//;p}' <<<"$info")
-  [ "$principals" = "$SUBMIT_USER" ] || return 1
-  read -r from to < <(sed -n 's/^ *Valid: from \([^ ]*\) to \([^ ]*\)$/\1 \2/p' <<<"$info") || true
-  [ -n "$from" ] && [ -n "$to" ] || return 1
-  from=$(date -u -d "$from" +%s 2>/dev/null) && to=$(date -u -d "$to" +%s 2>/dev/null) || return 1
-  now=$(date +%s)
-  case $mode in
-    valid) ((from <= now && to - now >= 86400)) ;;
-    expired) ((to < now)) ;;
-    future) ((from - now >= 100 * 86400)) ;;
-    *) return 1 ;;
-  esac
-}
-
 # The user CA that sshd trusts, the key cert_key (in no authorized_keys file) and its three
-# certificates, each signed again only when it no longer fits (cert_fits): after the CA or
-# cert_key was made anew, or as time passes. Signing happens in the rootfs, in a directory of
-# root's that is removed afterwards.
+# certificates, each signed again only when it no longer fits (cert_fits, given what
+# `keygen_stdin -L` prints): after the CA or cert_key was made anew, or as time passes. Signing
+# happens in the rootfs, in a directory of root's that is removed afterwards.
 setup_certificates() {
-  local mode cert work=/root/.hpcbridge-sign
+  local mode cert work=/root/.hpcbridge-sign ca_fp key_fp
   local -A validity=([valid]=-5m:+30d [expired]=20200101:20200102 [future]=+1000d:+1001d)
   make_key user_ca hpcbridge-condor-user_ca
   make_key cert_key hpcbridge-condor-cert_key
   install -m 644 "$SSHDIR/user_ca.pub" "$ROOTFS/etc/ssh/hpcbridge_user_ca.pub"
-  CA_FP=$(keygen_stdin -l <"$SSHDIR/user_ca.pub" | cut -d' ' -f2)
-  CERT_KEY_FP=$(keygen_stdin -l <"$SSHDIR/cert_key.pub" | cut -d' ' -f2)
+  ca_fp=$(keygen_stdin -l <"$SSHDIR/user_ca.pub" | cut -d' ' -f2)
+  key_fp=$(keygen_stdin -l <"$SSHDIR/cert_key.pub" | cut -d' ' -f2)
   CERT_ID=hpcbridge-condor-valid
   for mode in valid expired future; do
     cert=$SSHDIR/cert_key-$mode-cert.pub
     [ "$mode" != valid ] || cert=$SSHDIR/cert_key-cert.pub
-    if [ -s "$cert" ] && cert_fits "$(keygen_stdin -L <"$cert" 2>/dev/null)" "$mode"; then
+    if [ -s "$cert" ] &&
+      cert_fits "$(keygen_stdin -L <"$cert" 2>/dev/null)" "$mode" "$SUBMIT_USER" "$ca_fp" "$key_fp"; then
       continue
     fi
     log "signing the $mode certificate of cert_key for $SUBMIT_USER"
@@ -360,40 +339,18 @@ setup_certificates() {
   done
 }
 
-# The test sshd's ForceCommand: it records each command line, then runs it as sshd would have
-# ("$SHELL -c COMMAND"; a login shell when there is none; the SFTP subsystem, which arrives as
-# "internal-sftp", as sftp-server). A record is the command's text, a NUL byte and a newline,
-# appended under flock so that concurrent sessions never interleave; a command that cannot be
-# recorded is not run. The log is the test user's (the command runs as that user), mode 600, in
-# a directory only root may write. The script is replaced atomically and only when it changed,
-# as sessions may be starting it.
+# The test sshd's ForceCommand (recorder_script), which records each command line in a log that
+# is the test user's (the command runs as that user), mode 600, in a directory only root may
+# write. The script is replaced atomically (write_file) and only when it changed, as sessions may
+# be starting it.
 setup_recorder() { # GID
-  local tmp
   RECORDER=/usr/local/libexec/hpcbridge-record-command
   COMMAND_LOG=/var/log/hpcbridge/commands.log
   install -d -m 755 "$ROOTFS/usr/local/libexec" "$ROOTFS${COMMAND_LOG%/*}"
   [ -e "$ROOTFS$COMMAND_LOG" ] || : >"$ROOTFS$COMMAND_LOG"
   chown "$SUBMIT_UID:$1" "$ROOTFS$COMMAND_LOG"
   chmod 600 "$ROOTFS$COMMAND_LOG"
-  tmp=$(mktemp "$ROOTFS$RECORDER.XXXXXX")
-  cat >"$tmp" <<EOF
-#!/bin/bash
-# Written by hpcbridge tests/clusters/condor-up.sh: the test sshd's ForceCommand.
-log=$COMMAND_LOG
-cmd=\${SSH_ORIGINAL_COMMAND-}
-if ! { flock 3 && printf '%s\\000\\n' "\$cmd" >&3; } 3>>"\$log"; then
-  printf 'record-command: cannot append to %s; the command was not run\\n' "\$log" >&2
-  exit 126
-fi
-shell=\${SHELL:-/bin/sh}
-case \$cmd in
-  '') exec -l "\$shell" ;;
-  internal-sftp | 'internal-sftp '*) exec /usr/lib/openssh/sftp-server \${cmd#internal-sftp} ;;
-  *) exec "\$shell" -c "\$cmd" ;;
-esac
-EOF
-  chmod 755 "$tmp"
-  if cmp -s "$tmp" "$ROOTFS$RECORDER"; then rm -f "$tmp"; else mv -f "$tmp" "$ROOTFS$RECORDER"; fi
+  recorder_script "$COMMAND_LOG" condor-up.sh | write_file "$ROOTFS$RECORDER" 755 root:root
 }
 
 # The scratch directory: outside the home, the test user's alone. Its parent is created (root's,

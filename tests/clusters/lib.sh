@@ -241,3 +241,207 @@ descendants() { # PID
     done
   done
 }
+
+# usage: print the running script's header comment (line 2 up to `set -euo`), its --help text.
+usage() {
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[-1]}"
+}
+
+# parse_options up|down OPERAND ARG...: the options the up and down scripts share. --started FILE
+# (or --started=FILE) sets STARTED_FILE, made absolute (realpath -m) in an up script; --purge
+# (down scripts only) sets PURGE=1; -h/--help prints usage and exits. Another argument not
+# starting with - goes to the function OPERAND; with OPERAND empty, any other argument is an error.
+parse_options() {
+    local kind=$1 operand=$2
+    shift 2
+    while (($#)); do
+        case $1 in
+            --purge)
+                [[ $kind == down ]] || die "unknown argument: $1 (see --help)"
+                # shellcheck disable=SC2034  # read by the down script
+                PURGE=1
+                shift
+                ;;
+            --started | --started=*)
+                if [[ $1 == --started ]]; then
+                    (($# >= 2)) || die "--started needs a file name"
+                    STARTED_FILE=$2
+                    shift
+                else
+                    STARTED_FILE=${1#*=}
+                fi
+                shift
+                if [[ $kind == up ]]; then
+                    STARTED_FILE=$(realpath -m -- "$STARTED_FILE")
+                fi
+                ;;
+            -h | --help)
+                usage
+                exit 0
+                ;;
+            *)
+                [[ -n $operand ]] || die "unknown argument: $1 (see --help)"
+                [[ $1 != -* ]] || die "unknown option: $1 (see --help)"
+                "$operand" "$1"
+                shift
+                ;;
+        esac
+    done
+}
+
+# seconds_since T0: the seconds (one decimal) from T0, an $EPOCHREALTIME, until now.
+seconds_since() {
+    awk -v a="${1//[!0-9]/}" -v b="${EPOCHREALTIME//[!0-9]/}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'
+}
+
+# no_install: true if the script's NO_INSTALL knob is set (and not 0): never run apt-get.
+no_install() {
+    [[ -n $NO_INSTALL && $NO_INSTALL != 0 ]]
+}
+
+# write_file PATH MODE OWNER <content: replace PATH only if content, mode or owner differ.
+# Sets WROTE=1 when it changed something.
+# shellcheck disable=SC2034  # WROTE is read by the calling script
+write_file() {
+    local path=$1 mode=$2 owner=$3 tmp
+    tmp=$(mktemp "$path.XXXXXX")
+    cat >"$tmp"
+    chmod "$mode" "$tmp"
+    chown "$owner" "$tmp"
+    if [[ -f $path ]] && cmp -s "$tmp" "$path" && [[ $(stat -c '%a %U:%G' "$path") == "$mode $owner" ]]; then
+        rm -f "$tmp"
+        WROTE=0
+    else
+        mv -f "$tmp" "$path"
+        WROTE=1
+    fi
+}
+
+# make_ssh_keys PREFIX NAME...: the ed25519 key pairs $STATE/ssh/NAME{,.pub} (comment
+# PREFIX-NAME), each made only if missing; a missing .pub alone is derived from its key.
+# shellcheck disable=SC2153  # STATE is the sourcing script's
+make_ssh_keys() {
+    local prefix=$1 k
+    shift
+    for k in "$@"; do
+        if [[ ! -s $STATE/ssh/$k ]]; then
+            rm -f "$STATE/ssh/$k" "$STATE/ssh/$k.pub"
+            ssh-keygen -q -t ed25519 -N '' -C "$prefix-$k" -f "$STATE/ssh/$k" </dev/null
+        elif [[ ! -s $STATE/ssh/$k.pub ]]; then
+            ssh-keygen -y -f "$STATE/ssh/$k" >"$STATE/ssh/$k.pub"
+        fi
+        chmod 600 "$STATE/ssh/$k"
+    done
+}
+
+# cert_fits INFO MODE USER CA_FP KEY_FP: INFO is `ssh-keygen -L` of a certificate, printed with
+# TZ=UTC0. True if it certifies the key with fingerprint KEY_FP for USER alone, is signed by the CA
+# with fingerprint CA_FP, and is still what MODE asks for: valid (valid now, a day or more left),
+# expired (ended), future (starts 100 days or more from now).
+cert_fits() {
+    local info=$1 mode=$2 user=$3 ca_fp=$4 key_fp=$5 principals from="" to="" now
+    [[ $info == *"Signing CA: ED25519 $ca_fp "* && $info == *"Public key: ED25519-CERT $key_fp"* ]] ||
+        return 1
+    principals=$(sed -n '/^ *Principals:/,/^ *Critical Options:/{/:/d;s/^ *//;p}' <<<"$info")
+    [[ $principals == "$user" ]] || return 1
+    read -r from to < <(sed -n 's/^ *Valid: from \([^ ]*\) to \([^ ]*\)$/\1 \2/p' <<<"$info") || true
+    [[ -n $from && -n $to ]] || return 1
+    from=$(date -u -d "$from" +%s 2>/dev/null) && to=$(date -u -d "$to" +%s 2>/dev/null) || return 1
+    now=$(date +%s)
+    case $mode in
+        valid) ((from <= now && to - now >= 86400)) ;;
+        expired) ((to < now)) ;;
+        future) ((from - now >= 100 * 86400)) ;;
+        *) return 1 ;;
+    esac
+}
+
+# recorder_script LOG WRITER: print the test sshd's ForceCommand, written by WRITER (a script
+# name). It records each command line, then runs it as sshd would have ("$SHELL -c COMMAND"; a
+# login shell when there is none; the SFTP subsystem, which arrives as "internal-sftp", as
+# sftp-server). A record is the command's text, a NUL byte and a newline, appended to LOG under
+# flock so that concurrent sessions never interleave; a command that cannot be recorded is not run.
+recorder_script() {
+    cat <<EOF
+#!/bin/bash
+# Written by hpcbridge tests/clusters/$2: the test sshd's ForceCommand.
+log=$1
+cmd=\${SSH_ORIGINAL_COMMAND-}
+if ! { flock 3 && printf '%s\\000\\n' "\$cmd" >&3; } 3>>"\$log"; then
+    printf 'record-command: cannot append to %s; the command was not run\\n' "\$log" >&2
+    exit 126
+fi
+shell=\${SHELL:-/bin/sh}
+case \$cmd in
+    '') exec -l "\$shell" ;;
+    internal-sftp | 'internal-sftp '*) exec /usr/lib/openssh/sftp-server \${cmd#internal-sftp} ;;
+    *) exec "\$shell" -c "\$cmd" ;;
+esac
+EOF
+}
+
+# lock_state NAME: hold $STATE/.lock on fd 9 (waiting up to 600 s), so that NAME-up.sh and
+# NAME-down.sh never run at once on one state dir.
+lock_state() {
+    exec 9>"$STATE/.lock"
+    flock -w 600 9 || die "another $1-up/$1-down holds $STATE/.lock"
+}
+
+# begin_up NAME ARG...: how an up script starts: parse its command line, insist on root, check its
+# knobs (the script's validate_knobs), then create $STATE and lock it (lock_state NAME).
+begin_up() {
+    local name=$1
+    shift
+    parse_options up "" "$@"
+    [[ $EUID -eq 0 ]] || die "run as root"
+    validate_knobs
+    install -d -m 755 "$STATE"
+    lock_state "$name"
+}
+
+# stop_daemon PIDFILE EXE NAME IDLE [SESSIONS]: stop the daemon behind PIDFILE by its PID
+# (stop_pid), logging "stopping NAME (pid N)"; when it is not running, log IDLE and why. With
+# SESSIONS=1 (an sshd) its per-connection processes end too: they are collected first, as once
+# the listener is gone they are reparented. Returns 1 if the daemon could not be stopped.
+stop_daemon() {
+    local pidfile=$1 exe=$2 name=$3 idle=$4 with_sessions=${5:-0} pid rc=0 sessions=()
+    if pid_alive "$pidfile" "$exe"; then
+        pid=$(<"$pidfile")
+        pid=${pid//[[:space:]]/}
+        log "stopping $name (pid $pid)"
+        ((with_sessions == 0)) || mapfile -t sessions < <(descendants "$pid")
+        stop_pid "$pidfile" "$exe" || { log "ERROR: could not stop $name"; rc=1; }
+        end_sessions "$exe" "${sessions[@]}"
+    elif [[ -e $pidfile ]]; then
+        log "$idle (stale pid file removed)"
+        rm -f -- "$pidfile"
+    else
+        log "$idle (no pid file)"
+    fi
+    return "$rc"
+}
+
+# end_sessions EXE PID...: TERM, by PID, those of PIDs that still run EXE (the per-connection
+# processes of a stopped sshd).
+end_sessions() {
+    local p exe
+    exe=$(readlink -f "$1")
+    shift
+    for p in "$@"; do
+        [[ $(readlink -f "/proc/$p/exe" 2>/dev/null) == "$exe" ]] && kill -TERM "$p" 2>/dev/null
+    done
+    return 0
+}
+
+# purge_state MARKER [BEFORE]: delete the state dir $STATE (if it exists), but only if it is an
+# absolute path other than / and holds the file MARKER its up script put there. The function
+# BEFORE, if given, runs just before the deletion.
+purge_state() {
+    [[ -e $STATE ]] || return 0
+    [[ $STATE == /* && $STATE != / ]] || die "refusing to delete '$STATE'"
+    [[ -e $STATE/$1 ]] ||
+        die "refusing to delete $STATE: it has no $1 marker"
+    [[ -z ${2:-} ]] || "$2"
+    log "deleting $STATE"
+    rm -rf -- "$STATE"
+}

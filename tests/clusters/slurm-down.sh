@@ -28,38 +28,14 @@ STARTED_FILE=""
 NAMES=()
 declare -A SELECTED=() # daemon name -> pid file
 
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+# add_name DAEMON: a daemon named on the command line.
+add_name() {
+    [[ -v "EXE[$1]" ]] || die "unknown daemon '$1' (one of: ${DAEMONS[*]})"
+    NAMES+=("$1")
 }
 
 parse_args() {
-    while (($#)); do
-        case $1 in
-            --purge)
-                PURGE=1
-                shift
-                ;;
-            --started)
-                (($# >= 2)) || die "--started needs a file name"
-                STARTED_FILE=$2
-                shift 2
-                ;;
-            --started=*)
-                STARTED_FILE=${1#*=}
-                shift
-                ;;
-            -h | --help)
-                usage
-                exit 0
-                ;;
-            -*) die "unknown option: $1 (see --help)" ;;
-            *)
-                [[ -v "EXE[$1]" ]] || die "unknown daemon '$1' (one of: ${DAEMONS[*]})"
-                NAMES+=("$1")
-                shift
-                ;;
-        esac
-    done
+    parse_options down add_name "$@"
     if ((PURGE)) && [[ -n $STARTED_FILE || ${#NAMES[@]} -gt 0 ]]; then
         die "--purge stops everything; it cannot be combined with --started or daemon names"
     fi
@@ -107,58 +83,24 @@ cancel_jobs() {
     wait_until 20 jobs_gone || log "WARNING: jobs of $TEST_USER still active after scancel"
 }
 
-# Ends those of PIDs that still run sshd (the sessions of a stopped sshd), by PID.
-end_sessions() { # PID...
-    local p sshd
-    sshd=$(readlink -f "${EXE[sshd]}")
-    for p in "$@"; do
-        [[ $(readlink -f "/proc/$p/exe" 2>/dev/null) == "$sshd" ]] && kill -TERM "$p" 2>/dev/null
-    done
-    return 0
-}
-
 stop_selected() {
-    local i name pidfile pid failed=0 sessions
+    local i name failed=0 sessions
     for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do
         name=${DAEMONS[i]}
         [[ -v "SELECTED[$name]" ]] || continue
-        pidfile=${SELECTED[$name]}
-        if pid_alive "$pidfile" "${EXE[$name]}"; then
-            pid=$(<"$pidfile")
-            pid=${pid//[[:space:]]/}
-            log "stopping $name (pid $pid)"
-            # sshd's per-connection children keep open sessions alive: an outage ends them too.
-            sessions=()
-            [[ $name == sshd ]] && mapfile -t sessions < <(descendants "$pid")
-            stop_pid "$pidfile" "${EXE[$name]}" || { log "ERROR: could not stop $name"; failed=1; }
-            end_sessions "${sessions[@]}"
-        elif [[ -e $pidfile ]]; then
-            log "$name: not running (stale pid file removed)"
-            rm -f -- "$pidfile"
-        else
-            log "$name: not running (no pid file)"
-        fi
+        # sshd's per-connection children keep open sessions alive: an outage ends them too.
+        sessions=0
+        [[ $name != sshd ]] || sessions=1
+        stop_daemon "${SELECTED[$name]}" "${EXE[$name]}" "$name" "$name: not running" "$sessions" || failed=1
     done
     return "$failed"
-}
-
-purge_state() {
-    [[ -e $STATE ]] || return 0
-    [[ $STATE == /* && $STATE != / ]] || die "refusing to delete '$STATE'"
-    [[ -e $STATE/.hpcbridge-slurm-state ]] ||
-        die "refusing to delete $STATE: it has no .hpcbridge-slurm-state marker"
-    log "deleting $STATE"
-    rm -rf -- "$STATE"
 }
 
 main() {
     parse_args "$@"
     [[ $EUID -eq 0 ]] || die "run as root"
     local t0=$EPOCHREALTIME
-    if [[ -d $STATE ]]; then
-        exec 9>"$STATE/.lock"
-        flock -w 600 9 || die "another slurm-up/slurm-down holds $STATE/.lock"
-    fi
+    [[ ! -d $STATE ]] || lock_state slurm
     select_daemons
     if ((${#NAMES[@]} == 0)) && [[ -v "SELECTED[slurmctld]" ]]; then
         cancel_jobs
@@ -170,10 +112,10 @@ main() {
     fi
     if ((PURGE)); then
         ((rc == 0)) || die "not purging $STATE: some daemons could not be stopped"
-        purge_state
+        purge_state .hpcbridge-slurm-state
     fi
     local elapsed
-    elapsed=$(awk -v a="${t0//[!0-9]/}" -v b="${EPOCHREALTIME//[!0-9]/}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+    elapsed=$(seconds_since "$t0")
     log "slurm-down done in ${elapsed}s"
     return "$rc"
 }

@@ -74,31 +74,6 @@ STARTED_FILE=""
 STARTED=()
 WROTE=0
 
-usage() {
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
-}
-
-parse_args() {
-    while (($#)); do
-        case $1 in
-            --started)
-                (($# >= 2)) || die "--started needs a file name"
-                STARTED_FILE=$(realpath -m -- "$2")
-                shift 2
-                ;;
-            --started=*)
-                STARTED_FILE=$(realpath -m -- "${1#*=}")
-                shift
-                ;;
-            -h | --help)
-                usage
-                exit 0
-                ;;
-            *) die "unknown argument: $1 (see --help)" ;;
-        esac
-    done
-}
-
 validate_knobs() {
     local v
     for v in SSH_PORT DB_PORT CTLD_PORT SLURMD_PORT DBD_PORT CPUS MIN_JOB_AGE; do
@@ -109,10 +84,6 @@ validate_knobs() {
     [[ $SMOKE == 0 || $SMOKE == 1 ]] || die "HPCBRIDGE_SLURM_SMOKE must be 0 or 1"
     [[ $SCRATCH =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
         die "HPCBRIDGE_SLURM_SCRATCH must be an absolute path of letters, digits and ._-, got '$SCRATCH'"
-}
-
-no_install() {
-    [[ -n $NO_INSTALL && $NO_INSTALL != 0 ]]
 }
 
 install_packages() {
@@ -143,23 +114,6 @@ resolve_node() {
     fi
     [[ $NODE_ADDR == 127.* ]] ||
         die "host name '$NODE' resolves to $NODE_ADDR, not a loopback address; SLURM would listen there"
-}
-
-# write_file PATH MODE OWNER <content: replace PATH only if content, mode or owner differ.
-# Sets WROTE=1 when it changed something.
-write_file() {
-    local path=$1 mode=$2 owner=$3 tmp
-    tmp=$(mktemp "$path.XXXXXX")
-    cat >"$tmp"
-    chmod "$mode" "$tmp"
-    chown "$owner" "$tmp"
-    if [[ -f $path ]] && cmp -s "$tmp" "$path" && [[ $(stat -c '%a %U:%G' "$path") == "$mode $owner" ]]; then
-        rm -f "$tmp"
-        WROTE=0
-    else
-        mv -f "$tmp" "$path"
-        WROTE=1
-    fi
 }
 
 random_secret() {
@@ -237,16 +191,7 @@ setup_scratch() {
 # user_ca (the CA of the user certificates) and cert_key are made like the other keys; cert_key
 # goes into no authorized_keys file.
 setup_ssh_keys() {
-    local k
-    for k in ssh_host_ed25519_key id_ed25519 user_ca cert_key; do
-        if [[ ! -s $STATE/ssh/$k ]]; then
-            rm -f "$STATE/ssh/$k" "$STATE/ssh/$k.pub"
-            ssh-keygen -q -t ed25519 -N '' -C "hpcbridge-slurm-$k" -f "$STATE/ssh/$k" </dev/null
-        elif [[ ! -s $STATE/ssh/$k.pub ]]; then
-            ssh-keygen -y -f "$STATE/ssh/$k" >"$STATE/ssh/$k.pub"
-        fi
-        chmod 600 "$STATE/ssh/$k"
-    done
+    make_ssh_keys hpcbridge-slurm ssh_host_ed25519_key id_ed25519 user_ca cert_key
     KEY=$STATE/ssh/id_ed25519
     KNOWN_HOSTS=$STATE/ssh/known_hosts
     printf '[%s]:%s %s\n' "$HOST" "$SSH_PORT" "$(cut -d' ' -f1,2 "$STATE/ssh/ssh_host_ed25519_key.pub")" |
@@ -263,40 +208,19 @@ setup_ssh_keys() {
     chmod 600 "$USER_HOME/.ssh/authorized_keys"
 }
 
-# cert_fits INFO MODE: INFO is `ssh-keygen -L` of a certificate, printed with TZ=UTC0. True if it
-# certifies cert_key ($CERT_KEY_FP) for the test user alone, is signed by the user CA ($CA_FP),
-# and is still what MODE asks for: valid (valid now, a day or more left), expired (ended), future
-# (starts 100 days or more from now).
-cert_fits() {
-    local info=$1 mode=$2 principals from="" to="" now
-    [[ $info == *"Signing CA: ED25519 $CA_FP "* && $info == *"Public key: ED25519-CERT $CERT_KEY_FP"* ]] ||
-        return 1
-    principals=$(sed -n '/^ *Principals:/,/^ *Critical Options:/{/:/d;s/^ *//;p}' <<<"$info")
-    [[ $principals == "$TEST_USER" ]] || return 1
-    read -r from to < <(sed -n 's/^ *Valid: from \([^ ]*\) to \([^ ]*\)$/\1 \2/p' <<<"$info") || true
-    [[ -n $from && -n $to ]] || return 1
-    from=$(date -u -d "$from" +%s 2>/dev/null) && to=$(date -u -d "$to" +%s 2>/dev/null) || return 1
-    now=$(date +%s)
-    case $mode in
-        valid) ((from <= now && to - now >= 86400)) ;;
-        expired) ((to < now)) ;;
-        future) ((from - now >= 100 * 86400)) ;;
-        *) return 1 ;;
-    esac
-}
-
 # The three certificates of cert_key, each signed again only when it no longer fits (cert_fits):
 # after the user CA or cert_key was made anew, or as time passes.
 setup_certificates() {
-    local ssh=$STATE/ssh mode cert tmp
+    local ssh=$STATE/ssh mode cert tmp ca_fp key_fp
     local -A validity=([valid]=-5m:+30d [expired]=20200101:20200102 [future]=+1000d:+1001d)
-    CA_FP=$(ssh-keygen -l -f "$ssh/user_ca.pub" | cut -d' ' -f2)
-    CERT_KEY_FP=$(ssh-keygen -l -f "$ssh/cert_key.pub" | cut -d' ' -f2)
+    ca_fp=$(ssh-keygen -l -f "$ssh/user_ca.pub" | cut -d' ' -f2)
+    key_fp=$(ssh-keygen -l -f "$ssh/cert_key.pub" | cut -d' ' -f2)
     CERT_ID=hpcbridge-slurm-valid
     for mode in valid expired future; do
         cert=$ssh/cert_key-$mode-cert.pub
         [[ $mode != valid ]] || cert=$ssh/cert_key-cert.pub
-        if [[ -s $cert ]] && cert_fits "$(TZ=UTC0 ssh-keygen -L -f "$cert" 2>/dev/null)" "$mode"; then
+        if [[ -s $cert ]] &&
+            cert_fits "$(TZ=UTC0 ssh-keygen -L -f "$cert" 2>/dev/null)" "$mode" "$TEST_USER" "$ca_fp" "$key_fp"; then
             continue
         fi
         log "signing the $mode certificate of cert_key for $TEST_USER"
@@ -312,34 +236,15 @@ setup_certificates() {
     done
 }
 
-# The test sshd's ForceCommand: it records each command line, then runs it as sshd would have
-# ("$SHELL -c COMMAND"; a login shell when there is none; the SFTP subsystem, which arrives as
-# "internal-sftp", as sftp-server). A record is the command's text, a NUL byte and a newline,
-# appended under flock so that concurrent sessions never interleave; a command that cannot be
-# recorded is not run. The log is the test user's (the command runs as that user), mode 600, in
-# a directory only root may write.
+# The test sshd's ForceCommand (recorder_script), which records each command line in a log that
+# is the test user's (the command runs as that user), mode 600, in a directory only root may write.
 setup_recorder() {
     COMMAND_LOG=$STATE/log/commands.log
     RECORDER=$STATE/bin/record-command
     [[ -e $COMMAND_LOG ]] || : >"$COMMAND_LOG"
     chown "$TEST_USER:$(id -gn "$TEST_USER")" "$COMMAND_LOG"
     chmod 600 "$COMMAND_LOG"
-    write_file "$RECORDER" 755 root:root <<EOF
-#!/bin/bash
-# Written by hpcbridge tests/clusters/slurm-up.sh: the test sshd's ForceCommand.
-log=$COMMAND_LOG
-cmd=\${SSH_ORIGINAL_COMMAND-}
-if ! { flock 3 && printf '%s\\000\\n' "\$cmd" >&3; } 3>>"\$log"; then
-    printf 'record-command: cannot append to %s; the command was not run\\n' "\$log" >&2
-    exit 126
-fi
-shell=\${SHELL:-/bin/sh}
-case \$cmd in
-    '') exec -l "\$shell" ;;
-    internal-sftp | 'internal-sftp '*) exec /usr/lib/openssh/sftp-server \${cmd#internal-sftp} ;;
-    *) exec "\$shell" -c "\$cmd" ;;
-esac
-EOF
+    recorder_script "$COMMAND_LOG" slurm-up.sh | write_file "$RECORDER" 755 root:root
 }
 
 write_configs() {
@@ -737,13 +642,8 @@ write_env() {
 }
 
 main() {
-    parse_args "$@"
-    [[ $EUID -eq 0 ]] || die "run as root"
-    validate_knobs
     local t0=$EPOCHREALTIME
-    install -d -m 755 "$STATE"
-    exec 9>"$STATE/.lock"
-    flock -w 600 9 || die "another slurm-up/slurm-down holds $STATE/.lock"
+    begin_up slurm "$@"
 
     install_packages
     resolve_node
@@ -762,7 +662,7 @@ main() {
     write_env
 
     local elapsed
-    elapsed=$(awk -v a="${t0//[!0-9]/}" -v b="${EPOCHREALTIME//[!0-9]/}" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+    elapsed=$(seconds_since "$t0")
     log "SLURM test cluster up in ${elapsed}s (started: ${STARTED[*]:-nothing}); details in $STATE/env"
     printf 'ssh -p %s -i %s -o UserKnownHostsFile=%s %s@%s sinfo\n' \
         "$SSH_PORT" "$KEY" "$KNOWN_HOSTS" "$TEST_USER" "$HOST"
