@@ -30,6 +30,8 @@ from tests.driver import free_port, wait_serving
 
 REPO = Path(__file__).resolve().parent.parent
 IDLE = 4.0
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+"""A real public key: the hook server refuses a known_hosts line whose key does not parse."""
 
 
 def b64(text: str) -> str:
@@ -40,7 +42,7 @@ def body(i: int, closed: int) -> dict[str, object]:
     uid = str(uuid.uuid4())
     secret = {"metadata": {"name": "login", "namespace": "churn"},
               "data": {"username": b64("u"), "password": b64(f"password-{i}"),
-                       "known_hosts": b64(f"h-{i} ssh-ed25519 AAAA\n")}}
+                       "known_hosts": b64(f"h-{i} {HOST_KEY}\n")}}
     return {"controller": {}, "parent": {
         "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob",
         "metadata": {"name": f"job-{i}", "namespace": "churn", "uid": uid, "generation": 1},

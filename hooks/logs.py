@@ -1,7 +1,8 @@
 """The log Pod's program: print an attempt's output, task by task.
 
 ``python -m hooks.logs`` runs in the product's image as the ``<name>-logs`` Pod. It logs in
-with the Secret mounted at ``--secret-dir`` and prints every task's stdout and stderr from the
+with the Secret mounted at ``--secret-dir`` (through the jump hosts given by ``--jump``, each
+with its own Secret mounted, in order) and prints every task's stdout and stderr from the
 attempt's remote directory under a header per file, then exits 0. One remote command reads
 what is new in every file (``READ``), so a poll costs one SSH channel whatever the number of
 tasks. With ``--follow`` it polls every ``FOLLOW_INTERVAL`` seconds until the attempt's
@@ -16,26 +17,35 @@ Pod is deleted) ends it at once.
 from __future__ import annotations
 
 import argparse
+import datetime
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from hooks.core.model import JobRef
-from hooks.core.secret import Credentials
+from hooks.core.secret import (
+    Credentials,
+    SecretError,
+    check_certificate,
+    check_known_hosts,
+    read_certificate,
+)
 from hooks.deadline import Deadline
 from hooks.schedulers import REGISTRY
 from hooks.ssh import errors
-from hooks.ssh.client import Remote, Target
+from hooks.ssh.client import Jump, Remote, Target
 from hooks.ssh.login import connect
 
 STREAMS = {"out": "stdout", "err": "stderr"}
 READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }
 trap 'rm -f "$t"' EXIT
 cat > "$t"
-cd -- "$HOME/$1" 2>/dev/null || exit 3
+case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac
+cd -- "$d" 2>/dev/null || exit 3
 if [ -f ended ]; then printf 'ended %s\n' "$(head -n 1 ended)"; else echo running; fi
 stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
   awk 'NR == FNR { done[$1] = $2; next }
@@ -48,7 +58,8 @@ stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
     tail -c "+$((off + 1))" -- "$task.$kind" | head -c "$len"
   done
 exit 0"""
-"""Reads the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
+"""Takes the attempt's directory (absolute, or relative to the home directory) as ``$1`` and
+the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
 ``ended PHASE`` or ``running`` and, for each task file with new bytes in task order (stdout
 before stderr), ``file NAME LENGTH`` and those bytes."""
 FOLLOW_INTERVAL = 3.0
@@ -71,10 +82,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        credentials = read_secret(Path(args.secret_dir))
-        target = Target(args.host, args.port, args.insecure_skip_host_key_check)
+        credentials = checked(read_secret(Path(args.secret_dir)))
+        jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
+                           checked(read_secret(hop.secret_dir), jump=hop.host))
+                      for hop in args.jump)
+        target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps)
         conn = connect(target, credentials, deadline=Deadline.after(30))
-    except (OSError, errors.SSHError) as err:
+    except (OSError, SecretError, errors.SSHError) as err:
         print(f"hpcbridge: cannot log in to {args.host}: {_why(err)}", file=sys.stderr)
         return 1
     try:
@@ -142,8 +156,9 @@ class Printer:
                                      deadline=Deadline.after(TIMEOUT))
         sys.stdout.flush()
         if status == 3:
-            print(f"hpcbridge: no output directory ~/{self.remote_dir} on the cluster",
-                  file=sys.stderr)
+            where = (self.remote_dir if self.remote_dir.startswith("/")
+                     else f"~/{self.remote_dir}")
+            print(f"hpcbridge: no output directory {where} on the cluster", file=sys.stderr)
             return None
         return self._state
 
@@ -194,7 +209,49 @@ def read_secret(directory: Path) -> Credentials:
         passphrase=value("ssh-passphrase"),
         password=value("password"),
         known_hosts=value("known_hosts"),
+        certificate=value("ssh-certificate"),
     )
+
+
+def checked(credentials: Credentials, *, jump: str | None = None) -> Credentials:
+    """The credentials, if the hooks would take their Secret: a known_hosts line that cannot
+    be used, or a certificate that is not valid now, is said plainly instead of as a refused
+    login (``SecretError``, naming the jump host whose Secret it is)."""
+    try:
+        if credentials.known_hosts:
+            check_known_hosts(credentials.known_hosts)
+        if credentials.certificate:
+            check_certificate(read_certificate(credentials.certificate),
+                              datetime.datetime.now(datetime.UTC))
+    except SecretError as err:
+        raise SecretError(f"jump host {jump}: {err}" if jump else str(err)) from err
+    return credentials
+
+
+CHECKS = {"verify": False, "insecure": True}
+"""``--jump``'s CHECK: whether the jump host's host key goes unchecked."""
+
+
+@dataclass(frozen=True)
+class JumpArg:
+    """One ``--jump=HOST,PORT,SECRET_DIR,CHECK``: CHECK is ``verify`` (host key checked
+    against the known_hosts in SECRET_DIR) or ``insecure``."""
+
+    host: str
+    port: int
+    secret_dir: Path
+    insecure: bool
+
+
+def jump_arg(text: str) -> JumpArg:
+    """Parse ``--jump``; host names and ports hold no comma, so SECRET_DIR may."""
+    host, port, rest = [*text.split(",", 2), "", ""][:3]
+    secret_dir, _, check = rest.rpartition(",")
+    number = int(port) if port.isascii() and port.isdigit() else 0
+    if not host or not 0 < number < 65536 or not secret_dir or check not in CHECKS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not HOST,PORT,SECRET_DIR,CHECK (CHECK: verify or insecure)")
+    return JumpArg(host, number, Path(secret_dir), CHECKS[check])
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -210,12 +267,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", required=True, choices=sorted(REGISTRY))
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=22)
-    parser.add_argument("--remote-dir", required=True, help="attempt directory below ~")
+    parser.add_argument("--remote-dir", required=True,
+                        help="the attempt's directory: absolute, or relative to ~")
     parser.add_argument("--key", required=True, help="the attempt's key, <uid>-<attempt>")
     parser.add_argument("--secret-dir", required=True)
     parser.add_argument("--job-id", action="append", default=[])
     parser.add_argument("--follow", action="store_true")
     parser.add_argument("--insecure-skip-host-key-check", action="store_true")
+    parser.add_argument("--jump", action="append", default=[], type=jump_arg,
+                        metavar="HOST,PORT,SECRET_DIR,CHECK",
+                        help="a jump host, in order (ssh -J); CHECK is verify or insecure")
     return parser
 
 

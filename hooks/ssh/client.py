@@ -1,7 +1,8 @@
 """One authenticated SSH connection and remote commands with deadlines.
 
-Host keys are checked against the Secret's known_hosts (fail closed); the socket has
-TCP_NODELAY (without it each short command pays ~40 ms of Nagle delay); every command is an
+``hooks.ssh.login`` opens connections: host keys checked against the Secret's known_hosts (fail
+closed), through a tunnel across each jump host when the target has any, and the TCP socket with
+TCP_NODELAY (without it each short command pays ~40 ms of Nagle delay). Every command is an
 argv list joined with ``shlex.join`` here and nowhere else, runs under the remote ``timeout``
 so it dies with its deadline, and takes its input on stdin.
 
@@ -24,6 +25,7 @@ from typing import Protocol
 
 import paramiko
 
+from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import verb
 from hooks.ssh import errors
@@ -45,10 +47,22 @@ OVERRUN = KILL_GRACE + 1
 
 
 @dataclass(frozen=True, slots=True)
+class Jump:
+    """A jump host on the way to a target, with its own login and host-key check."""
+
+    host: str
+    port: int
+    insecure_skip_host_key_check: bool
+    credentials: Credentials
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     host: str
     port: int
     insecure_skip_host_key_check: bool = False
+    jump: tuple[Jump, ...] = ()
+    """The jump hosts, in order: the target is reached through a tunnel across each."""
 
     @property
     def known_hosts_name(self) -> str:
@@ -84,18 +98,33 @@ class Remote(Protocol):
 
 
 class Connection:
-    """An authenticated SSH transport; each ``run`` opens its own channel."""
+    """An authenticated SSH transport; each ``run`` opens its own channel.
 
-    def __init__(self, transport: paramiko.Transport, target: Target) -> None:
+    Behind a jump host, the transport runs in a tunnel across ``via``, the connection to the
+    target's last jump host: the connection is alive only while that one is too. It closes
+    ``via`` with itself when it owns it (a route opened for it alone); a shared one (pooled,
+    tunnelling for other targets as well) is left open.
+    """
+
+    def __init__(self, transport: paramiko.Transport, target: Target, *,
+                 via: Connection | None = None, owns_via: bool = False) -> None:
         self._transport = transport
         self.target = target
+        self.via = via
+        self._owns_via = owns_via
+
+    @property
+    def transport(self) -> paramiko.Transport:
+        return self._transport
 
     @property
     def alive(self) -> bool:
-        return self._transport.is_active()
+        return self._transport.is_active() and (self.via is None or self.via.alive)
 
     def close(self) -> None:
         self._transport.close()
+        if self.via is not None and self._owns_via:
+            self.via.close()
 
     def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
         """Run ``argv`` remotely with ``stdin``; raise ``CommandTimeout`` by the deadline."""

@@ -1,18 +1,25 @@
-"""SSH connections shared across hook calls: one per (host, port, whole credential set).
+"""SSH connections shared across hook calls: one per (host, port, whole credential set, route).
 
 A connection is reused by every call whose BatchJob has the same host, port and credential
-fingerprint (username, key or password, passphrase, known_hosts) — never across different
-credential sets. Each connection carries at most ``max_channels`` concurrent commands, below
-OpenSSH's default ``MaxSessions 10``; a dead connection is dropped and the next call
-reconnects. Connecting is single-flight per key: concurrent calls wait for one handshake, and
-a failed one answers every call for the next ``FAILED_SECONDS`` at once (a blackholed host
-would otherwise hold a thread per sync for the whole connect timeout). ``evict_idle`` closes
-connections nobody used for a while (a rotated key's, say), so the pool holds only what is in
-use.
+fingerprint (username, key or password, passphrase, known_hosts, certificate) and the same jump
+hosts with the same credentials — never across different credential sets or routes. Each
+connection carries at most ``max_channels`` concurrent commands, below OpenSSH's default
+``MaxSessions 10``; a dead connection is dropped and the next call reconnects. Connecting is
+single-flight per key: concurrent calls wait for one handshake, and a failed one answers every
+call for the next ``FAILED_SECONDS`` at once (a blackholed host would otherwise hold a thread
+per sync for the whole connect timeout). ``evict_idle`` closes connections nobody used for a
+while (a rotated key's, say), so the pool holds only what is in use.
+
+Jump hosts are pooled too: the connection to a jump host (keyed like a target, by its host,
+port, host-key choice, credentials and its own jump hosts) carries the tunnels of every pooled
+target behind it, with the same single-flight connect and failure memory. A target's
+connection is alive only while its jump host's is; a jump host's connection stays open as long
+as a pooled target routes through it, and closes with the last of them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,18 +32,33 @@ from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
 from hooks.ssh.client import OVERRUN, Completed, Connection, Remote, Target
-from hooks.ssh.login import connect
+from hooks.ssh.login import connect_leg, jump_target
 
-Connector = Callable[[Target, Credentials, Deadline], Connection]
+Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | None], Connection]
+"""Opens one leg of a route: ``(target, credentials, deadline, via, toward)`` as
+``hooks.ssh.login.connect_leg`` takes them."""
 FAILED_SECONDS = 10.0
 """How long a failed connect answers for its key without another attempt."""
 
 
 def pool_key(target: Target, credentials: Credentials) -> str:
     """The key of a pooled connection and of the answers shared over it: host, port, the
-    host-key choice and the whole credential set."""
-    return credentials.fingerprint(target.host, target.port,
-                                   target.insecure_skip_host_key_check)
+    host-key choice, the whole credential set and the route, each jump host's host, port,
+    host-key choice and credentials included."""
+    own = credentials.fingerprint(target.host, target.port,
+                                  target.insecure_skip_host_key_check)
+    if not target.jump:
+        return own
+    route = tuple(jump.credentials.fingerprint(jump.host, jump.port,
+                                               jump.insecure_skip_host_key_check)
+                  for jump in target.jump)
+    return hashlib.sha256(repr((own, *route)).encode()).hexdigest()[:32]
+
+
+def route_keys(target: Target) -> tuple[str, ...]:
+    """The pool keys of the connections to the target's jump hosts, first to last."""
+    return tuple(pool_key(jump_target(target, number), jump.credentials)
+                 for number, jump in enumerate(target.jump))
 
 
 class Connections(Protocol):
@@ -51,8 +73,11 @@ class Connections(Protocol):
     def close(self) -> None: ...
 
 
-def connect_pooled(target: Target, credentials: Credentials, deadline: Deadline) -> Connection:
-    return connect(target, credentials, deadline=deadline)
+def connect_pooled(
+    target: Target, credentials: Credentials, deadline: Deadline, via: Connection | None,
+    toward: str | None,
+) -> Connection:
+    return connect_leg(target, credentials, deadline=deadline, via=via, toward=toward)
 
 
 class PooledConnection:
@@ -93,12 +118,36 @@ class PooledConnection:
 
 
 @dataclass
-class _Slot:
+class _Connecting:
+    """One key's single-flight connect and the memory of its last failure."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
-    conn: PooledConnection | None = None
     used: float = 0.0
     failure: errors.SSHError | None = None
     failed_at: float = 0.0
+
+    def recent_failure(self, host: str) -> errors.SSHError | None:
+        """The last attempt's failure while it is recent, for a call to ``host``."""
+        if self.failure is None or time.monotonic() - self.failed_at >= FAILED_SECONDS:
+            return None
+        return type(self.failure)(host, self.failure.message)
+
+    def failed(self, err: errors.SSHError) -> None:
+        # A copy without the traceback, which would keep every frame of the attempt alive.
+        self.failure, self.failed_at = type(err)(err.host, err.message), time.monotonic()
+
+
+@dataclass
+class _Slot(_Connecting):
+    conn: PooledConnection | None = None
+    route: tuple[str, ...] = ()
+    """The keys of the jump host connections the target is reached through."""
+
+
+@dataclass
+class _HopSlot(_Connecting):
+    hop: Connection | None = None
+    """The connection to a jump host, tunnelling for the targets behind it."""
 
 
 class Pool:
@@ -108,6 +157,7 @@ class Pool:
         self._metrics = metrics
         self._connector = connector
         self._slots: dict[str, _Slot] = {}
+        self._hops: dict[str, _HopSlot] = {}
         self._lock = threading.Lock()
 
     @contextmanager
@@ -116,13 +166,17 @@ class Pool:
     ) -> Iterator[PooledConnection]:
         """The pooled connection for this target and credential set; dropped on SSH errors."""
         key = pool_key(target, credentials)
+        route = route_keys(target)
         with self._lock:
             slot = self._slots.setdefault(key, _Slot())
-            slot.used = time.monotonic()
+            slot.used, slot.route = time.monotonic(), route
         if not slot.lock.acquire(timeout=deadline.left()):
             raise errors.ClusterUnreachable(target.host, f"connecting to {target.host} stalled")
         try:
             if slot.conn is None or not slot.conn.conn.alive:
+                if slot.conn is not None:
+                    slot.conn.conn.close()  # its jump host's connection died under it
+                    slot.conn = None
                 slot.conn = self._reopen(slot, target, credentials, key, deadline)
             conn = slot.conn
         finally:
@@ -139,19 +193,53 @@ class Pool:
         deadline: Deadline,
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
-        if slot.failure is not None and time.monotonic() - slot.failed_at < FAILED_SECONDS:
-            raise slot.failure
+        failure = slot.recent_failure(target.host)
+        if failure is not None:
+            raise failure
         cluster = f"{target.host}:{target.port}"
         try:
-            conn = self._connector(target, credentials, deadline)
+            via = self._jump_host(target, len(target.jump) - 1, deadline) if target.jump else None
+            conn = self._connector(target, credentials, deadline, via, None)
         except errors.SSHError as err:
-            # A copy without the traceback, which would keep every frame of the attempt alive.
-            slot.failure, slot.failed_at = type(err)(err.host, err.message), time.monotonic()
+            slot.failed(err)
             self._metrics.ssh_connect(cluster, ok=False)
             raise
         slot.failure = None
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(conn, key, self.max_channels, self._metrics)
+
+    def _jump_host(self, target: Target, number: int, deadline: Deadline) -> Connection:
+        """The pooled connection to the target's ``number``-th jump host, opened (through the
+        ones before it) if need be. Errors carry the target's host."""
+        hop = jump_target(target, number)
+        jump = target.jump[number]
+        key = pool_key(hop, jump.credentials)
+        with self._lock:
+            slot = self._hops.setdefault(key, _HopSlot())
+            slot.used = time.monotonic()
+        # Locks are taken from a target towards its first jump host only: no cycle.
+        if not slot.lock.acquire(timeout=deadline.left()):
+            raise errors.ClusterUnreachable(
+                target.host, f"connecting to jump host {jump.host} stalled")
+        try:
+            if slot.hop is not None and slot.hop.alive:
+                return slot.hop
+            if slot.hop is not None:
+                slot.hop.close()
+                slot.hop = None
+            failure = slot.recent_failure(target.host)
+            if failure is not None:
+                raise failure
+            try:
+                via = self._jump_host(target, number - 1, deadline) if number else None
+                slot.hop = self._connector(hop, jump.credentials, deadline, via, target.host)
+            except errors.SSHError as err:
+                slot.failed(err)
+                raise
+            slot.failure = None
+            return slot.hop
+        finally:
+            slot.lock.release()
 
     def _drop(self, slot: _Slot, conn: PooledConnection) -> None:
         with slot.lock:
@@ -160,28 +248,47 @@ class Pool:
         conn.conn.close()
 
     def evict_idle(self, idle_seconds: float) -> int:
-        """Close the connections no call has opened for ``idle_seconds``, and forget the
-        clusters no connection is left to; how many connections closed."""
+        """Close the connections no call has opened for ``idle_seconds`` and the jump hosts'
+        connections no pooled target routes through any more, and forget the clusters no
+        connection is left to; how many connections closed."""
         cutoff = time.monotonic() - idle_seconds
         with self._lock:
             idle = {key: slot for key, slot in self._slots.items() if slot.used < cutoff}
             for key in idle:
                 del self._slots[key]
+            routed = {hop for slot in self._slots.values() for hop in slot.route}
+            unused = {key: slot for key, slot in self._hops.items() if key not in routed}
+            for key in unused:
+                del self._hops[key]
             kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
         for slot in idle.values():
             if slot.conn is not None:
                 slot.conn.conn.close()
                 if slot.conn.cluster not in kept:
                     self._metrics.forget_cluster(slot.conn.cluster)
-        return len(idle)
+        for hop_slot in unused.values():
+            if hop_slot.hop is not None:
+                hop_slot.hop.close()
+        return len(idle) + len(unused)
 
     def __len__(self) -> int:
+        """How many targets the pool holds connections for (jump hosts not counted)."""
         return len(self._slots)
+
+    @property
+    def jump_hosts(self) -> int:
+        """How many jump host connections the pool holds."""
+        return len(self._hops)
 
     def close(self) -> None:
         with self._lock:
             slots = list(self._slots.values())
+            hops = list(self._hops.values())
             self._slots.clear()
+            self._hops.clear()
         for slot in slots:
             if slot.conn is not None:
                 slot.conn.conn.close()
+        for hop_slot in hops:
+            if hop_slot.hop is not None:
+                hop_slot.hop.close()

@@ -27,6 +27,7 @@ from hooks.executor import Executor
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote
 from tests.unit.conftest import NOW, UID, FakeConnection, FakePool, completed, runtime
+from tests.unit.site_requests import HOST_KEY
 
 
 class RecordingSlurm(SlurmRules):
@@ -70,7 +71,7 @@ def b64(text: str) -> str:
 def request(*, backoff_limit: int = 0, status: dict[str, Any] | None = None) -> dict[str, Any]:
     secret = {"metadata": {"name": "login", "namespace": "research"},
               "data": {"username": b64("u"), "password": b64("p"),
-                       "known_hosts": b64("h ssh-ed25519 AAAA\n")}}
+                       "known_hosts": b64(f"h {HOST_KEY}\n")}}
     return {
         "controller": {},
         "parent": {

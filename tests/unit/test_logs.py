@@ -1,6 +1,7 @@
 """The log Pod's program: one remote command per poll reads every task file's new bytes in
-task order (run here by the local shell against a temporary home), the end written by the
-hook server stops a follower without asking the scheduler, and SIGTERM ends it at once."""
+task order (run here by the local shell against a temporary home), from a directory below the
+home or an absolute one; the end written by the hook server stops a follower without asking the
+scheduler, and SIGTERM ends it at once. ``--jump`` takes each jump host with its own Secret."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -95,7 +95,24 @@ def test_a_second_poll_prints_only_what_is_new(
 def test_a_missing_directory(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     reader, _ = printer(tmp_path)
     assert reader.poll() is None
-    assert "no output directory" in capfd.readouterr().err
+    assert capfd.readouterr().err == ("hpcbridge: no output directory "
+                                      "~/.hpcbridge/research/hello/u-1/attempt-1 on the cluster\n")
+
+
+def test_an_absolute_directory(
+    tmp_path: Path, attempt: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    scratch = tmp_path / "scratch" / "alice" / "attempt-1"
+    scratch.mkdir(parents=True)
+    (scratch / "9.out").write_text("from scratch\n")
+    (attempt / "9.out").write_text("from home\n")
+    reader = logs.Printer(LocalShell(tmp_path / "elsewhere"), str(scratch))
+    assert reader.poll() == "running"
+    assert capfd.readouterr().out == "==> task 9 stdout <==\nfrom scratch\n"
+    gone = logs.Printer(LocalShell(tmp_path), str(tmp_path / "gone"))
+    assert gone.poll() is None
+    assert capfd.readouterr().err == (
+        f"hpcbridge: no output directory {tmp_path / 'gone'} on the cluster\n")
 
 
 def args(**changes: object) -> argparse.Namespace:
@@ -154,9 +171,77 @@ def test_sigterm_ends_a_follower_at_once(tmp_path: Path) -> None:
              f"--port={port}", "--remote-dir=x", "--key=u-1-1", f"--secret-dir={secret}",
              "--follow", "--insecure-skip-host-key-check"],
             cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE)
-        time.sleep(1.0)
-        started = time.monotonic()
-        pod.send_signal(signal.SIGTERM)
-        _, err = pod.communicate(timeout=10)
+        listener.settimeout(60)
+        connection, _ = listener.accept()  # it is logging in: its SIGTERM handler is set
+        with connection:
+            pod.send_signal(signal.SIGTERM)
+            _, err = pod.communicate(timeout=10)
         assert (pod.returncode, err) == (0, b"")
-        assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param("bastion.example.org,22,/etc/hpcbridge/jump-0,verify",
+                 logs.JumpArg("bastion.example.org", 22, Path("/etc/hpcbridge/jump-0"), False),
+                 id="verify"),
+    pytest.param("10.0.0.7,2222,/run/jump,1,insecure",
+                 logs.JumpArg("10.0.0.7", 2222, Path("/run/jump,1"), True),
+                 id="insecure-and-a-comma-in-the-directory"),
+])
+def test_a_jump_argument(text: str, expected: logs.JumpArg) -> None:
+    assert logs.jump_arg(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "bastion.example.org,22,/etc/hpcbridge/jump-0",
+    "bastion.example.org,22,/etc/hpcbridge/jump-0,check",
+    "bastion.example.org,0,/etc/hpcbridge/jump-0,verify",
+    "bastion.example.org,65536,/etc/hpcbridge/jump-0,verify",
+    "bastion.example.org,²,/etc/hpcbridge/jump-0,verify",
+    ",22,/etc/hpcbridge/jump-0,verify",
+    "bastion.example.org,22,,verify",
+])
+def test_a_malformed_jump_argument(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="HOST,PORT,SECRET_DIR,CHECK"):
+        logs.jump_arg(text)
+
+
+def test_jump_arguments_keep_their_order() -> None:
+    args = logs._parser().parse_args([
+        "--backend=slurm", "--host=login.hpc", "--remote-dir=/scratch/a", "--key=u-1",
+        "--secret-dir=/s", "--jump=gate,22,/j0,verify", "--jump=inner,2222,/j1,insecure"])
+    assert [(jump.host, jump.port, jump.insecure) for jump in args.jump] == [
+        ("gate", 22, False), ("inner", 2222, True)]
+
+
+def test_the_mounted_secret_is_read_with_its_certificate(tmp_path: Path) -> None:
+    for key, value in {"username": "alice\n", "ssh-privatekey": "KEY", "known_hosts": "KH",
+                       "ssh-certificate": "CERT"}.items():
+        (tmp_path / key).write_text(value)
+    credentials = logs.read_secret(tmp_path)
+    assert (credentials.username, credentials.private_key, credentials.password,
+            credentials.known_hosts, credentials.certificate) == (
+        "alice", "KEY", None, "KH", "CERT")
+
+
+def test_a_secret_the_hooks_would_refuse_is_said_plainly(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A jump host's known_hosts with an @cert-authority line: the program says so, naming
+    the jump host, instead of trying a login that cannot check the host."""
+    cluster, jump = tmp_path / "cluster", tmp_path / "jump"
+    for directory in (cluster, jump):
+        directory.mkdir()
+        (directory / "username").write_text("u")
+        (directory / "password").write_text("p")
+    (jump / "known_hosts").write_text(
+        "@cert-authority *.example.org ssh-ed25519 "
+        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    status = logs._run(logs._parser().parse_args([
+        "--backend=slurm", "--host=login.hpc", "--remote-dir=x", "--key=u-1",
+        f"--secret-dir={cluster}", f"--jump=gate.example.org,22,{jump},verify",
+        "--insecure-skip-host-key-check"]))
+    assert status == 1
+    assert capfd.readouterr().err == (
+        "hpcbridge: cannot log in to login.hpc: jump host gate.example.org: the Secret's "
+        "known_hosts line 1 is an @cert-authority line; host certificates cannot be verified "
+        "yet, so list the host's own key (ssh-keyscan -p PORT HOST).\n")

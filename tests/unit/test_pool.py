@@ -1,5 +1,6 @@
-"""The SSH pool without SSH: one connection per credential set, dropped when broken, closed
-when idle; commands wait for a channel only as long as their deadline leaves time."""
+"""The SSH pool without SSH: one connection per credential set and route, dropped when broken,
+closed when idle; commands wait for a channel only as long as their deadline leaves time; a
+jump host's connection is shared by the targets behind it and outlives none of them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
-from hooks.ssh.client import Connection, Target
-from hooks.ssh.pool import Pool
+from hooks.ssh.client import Connection, Jump, Target
+from hooks.ssh.pool import Pool, pool_key
 
 TARGET = Target("login.hpc.example.org", 22)
 
@@ -29,13 +30,21 @@ class FakeTransport:
 
 
 class Connector:
+    """Makes connections on fake transports, noting each leg it was asked for."""
+
     def __init__(self) -> None:
         self.made: list[FakeTransport] = []
+        self.legs: list[tuple[str, Connection | None, str | None]] = []
+        """(host, via, toward) of each leg, in order."""
+        self.connections: dict[str, list[Connection]] = {}
 
-    def __call__(self, target: Target, credentials: Credentials,
-                 deadline: Deadline) -> Connection:
+    def __call__(self, target: Target, credentials: Credentials, deadline: Deadline,
+                 via: Connection | None, toward: str | None) -> Connection:
+        self.legs.append((target.host, via, toward))
         self.made.append(FakeTransport())
-        return Connection(self.made[-1], target)  # type: ignore[arg-type]
+        conn = Connection(self.made[-1], target, via=via)  # type: ignore[arg-type]
+        self.connections.setdefault(target.host, []).append(conn)
+        return conn
 
 
 def pool(max_channels: int = 8) -> tuple[Pool, Connector]:
@@ -89,8 +98,8 @@ def test_no_free_channel_within_the_deadline_is_a_command_timeout() -> None:
 
 
 class Failing(Connector):
-    def __call__(self, target: Target, credentials: Credentials,
-                 deadline: Deadline) -> Connection:
+    def __call__(self, target: Target, credentials: Credentials, deadline: Deadline,
+                 via: Connection | None, toward: str | None) -> Connection:
         self.made.append(FakeTransport())
         raise errors.ClusterUnreachable(target.host, f"cannot reach {target.host}")
 
@@ -125,3 +134,124 @@ def test_an_idle_cluster_leaves_the_metrics() -> None:
     time.sleep(0.02)
     shared.evict_idle(0.01)
     assert metrics.registry.get_sample_value("hpcbridge_remote_commands_total", series) is None
+
+
+BASTION = Credentials("jumper", private_key="jump-key", known_hosts="bastion keys")
+
+
+def behind(host: str, *jumps: Jump) -> Target:
+    return Target(host, 22, jump=jumps or (Jump("bastion.example.org", 22, False, BASTION),))
+
+
+def use(shared: Pool, target: Target, creds: Credentials | None = None) -> Connection:
+    with shared.open(target, creds or Credentials("alice", password="a"),
+                     deadline=Deadline.after(5)) as conn:
+        return conn.conn
+
+
+def test_a_jump_host_connection_is_shared_by_every_target_behind_it() -> None:
+    shared, connector = pool()
+    first, second = use(shared, behind("login1.hpc")), use(shared, behind("login2.hpc"))
+    use(shared, behind("login1.hpc"))
+    assert [(host, toward) for host, _, toward in connector.legs] == [
+        ("bastion.example.org", "login1.hpc"), ("login1.hpc", None), ("login2.hpc", None)]
+    bastion = connector.connections["bastion.example.org"][0]
+    assert first.via is bastion and second.via is bastion
+    assert (len(shared), shared.jump_hosts) == (2, 1)
+
+
+@pytest.mark.parametrize("other", [
+    pytest.param(behind("login.hpc", Jump("bastion2.example.org", 22, False, BASTION)),
+                 id="jump-host"),
+    pytest.param(behind("login.hpc", Jump("bastion.example.org", 2222, False, BASTION)),
+                 id="jump-port"),
+    pytest.param(behind("login.hpc", Jump("bastion.example.org", 22, True, BASTION)),
+                 id="jump-insecure"),
+    pytest.param(behind("login.hpc", Jump("bastion.example.org", 22, False,
+                                          Credentials("jumper", password="p"))),
+                 id="jump-credentials"),
+    pytest.param(behind("login.hpc", Jump("gate.example.org", 22, False, BASTION),
+                        Jump("bastion.example.org", 22, False, BASTION)), id="more-jumps"),
+    pytest.param(Target("login.hpc", 22), id="direct"),
+])
+def test_the_route_is_part_of_the_key_and_routes_share_nothing(other: Target) -> None:
+    creds = Credentials("alice", password="a")
+    route = behind("login.hpc")
+    assert pool_key(route, creds) == pool_key(behind("login.hpc"), creds)
+    assert pool_key(other, creds) != pool_key(route, creds)
+    shared, _ = pool()
+    assert use(shared, route, creds) is not use(shared, other, creds)
+    assert len(shared) == 2
+
+
+def test_without_jump_hosts_the_key_is_the_credential_fingerprint() -> None:
+    creds = Credentials("alice", password="a")
+    assert pool_key(TARGET, creds) == creds.fingerprint(TARGET.host, 22, False)
+
+
+def test_jump_hosts_in_a_row_tunnel_through_each_other() -> None:
+    shared, connector = pool()
+    gate = Jump("gate.example.org", 22, False, BASTION)
+    inner = Jump("inner.example.org", 22, False, BASTION)
+    conn = use(shared, behind("login.hpc", gate, inner))
+    gate_conn = connector.connections["gate.example.org"][0]
+    inner_conn = connector.connections["inner.example.org"][0]
+    assert (conn.via, inner_conn.via, gate_conn.via) == (inner_conn, gate_conn, None)
+    assert [toward for _, _, toward in connector.legs] == ["login.hpc", "login.hpc", None]
+    # The inner host reached directly is another connection (its route differs).
+    use(shared, behind("other.hpc", inner))
+    assert len(connector.connections["inner.example.org"]) == 2
+
+
+def test_a_target_whose_jump_host_died_is_reconnected_through_a_new_one() -> None:
+    shared, connector = pool()
+    conn = use(shared, behind("login.hpc"))
+    connector.connections["bastion.example.org"][0].close()
+    assert not conn.alive
+    again = use(shared, behind("login.hpc"))
+    assert again is not conn and again.alive
+    assert len(connector.connections["bastion.example.org"]) == 2
+    assert conn.transport.closed  # type: ignore[attr-defined]
+
+
+def test_a_failed_jump_host_answers_every_target_behind_it_for_a_while() -> None:
+    attempts: list[str] = []
+
+    class JumpFails(Connector):
+        def __call__(self, target: Target, credentials: Credentials, deadline: Deadline,
+                     via: Connection | None, toward: str | None) -> Connection:
+            if toward is None:
+                return super().__call__(target, credentials, deadline, via, toward)
+            attempts.append(target.host)
+            raise errors.HostKeyMismatch(toward, f"the host key of jump host {target.host} "
+                                         "is not in its Secret's known_hosts")
+
+    shared = Pool(Metrics(), connector=JumpFails())
+    for login in ("login1.hpc", "login2.hpc", "login1.hpc"):
+        with pytest.raises(errors.HostKeyMismatch) as caught:
+            use(shared, behind(login))
+        assert caught.value.host == login
+        assert "jump host bastion.example.org" in caught.value.message
+    assert attempts == ["bastion.example.org"]
+
+
+def test_a_jump_host_stays_open_while_a_target_routes_through_it() -> None:
+    shared, connector = pool()
+    use(shared, behind("login1.hpc"))
+    time.sleep(0.05)
+    use(shared, behind("login2.hpc"))
+    bastion = connector.connections["bastion.example.org"][0]
+    login1, login2 = connector.connections["login1.hpc"][0], connector.connections["login2.hpc"][0]
+    assert shared.evict_idle(0.04) == 1
+    assert (login1.alive, bastion.alive, login2.alive) == (False, True, True)
+    time.sleep(0.05)
+    assert shared.evict_idle(0.04) == 2
+    assert (bastion.alive, login2.alive) == (False, False)
+    assert (len(shared), shared.jump_hosts) == (0, 0)
+
+
+def test_closing_the_pool_closes_the_jump_hosts_too() -> None:
+    shared, connector = pool()
+    use(shared, behind("login1.hpc"))
+    shared.close()
+    assert all(transport.closed for transport in connector.made)

@@ -1,21 +1,38 @@
 """The cluster Secret: readable errors that never show a value, and a fingerprint that tells
-every distinct credential set apart (connections and cached answers are shared by it)."""
+every distinct credential set apart (connections and cached answers are shared by it); a
+known_hosts line that cannot be used is refused by its number, and an OpenSSH user certificate
+(made here by ssh-keygen) is read, its validity window checked at the call's time."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
+import hashlib
+import hmac
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hooks.core.secret import Credentials, SecretError, parse_secret
+from hooks.core.secret import (
+    FOREVER,
+    Credentials,
+    SecretError,
+    check_known_hosts,
+    parse_secret,
+    read_certificate,
+)
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA\n-----END OPENSSH " \
       "PRIVATE KEY-----\n"
 PASSWORD = "hunter2-pa55word"
 PASSPHRASE = "correct-horse-battery"
-KNOWN_HOSTS = "login.hpc.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostKeyValue\n"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+KNOWN_HOSTS = f"login.hpc.example.org {HOST_KEY}\n"
 SECRET_VALUES = (KEY, PASSWORD, PASSPHRASE, KNOWN_HOSTS)
 
 
@@ -167,3 +184,185 @@ def test_secret_data_that_is_not_base64_utf8_is_invalid_not_an_error(value: str)
     raw = {"data": {"username": b64("u"), "password": value}}
     with pytest.raises(SecretError, match="'password' is not base64"):
         parse_secret(raw, insecure_host_keys=True)
+
+
+# --- known_hosts -------------------------------------------------------------------------------
+
+def hashed(name: str, salt: bytes = b"s" * 20) -> str:
+    """``name`` as ``ssh-keygen -H`` writes it."""
+    digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(f"# a comment\n\n   \n{KNOWN_HOSTS}", id="comments-and-blank-lines"),
+    pytest.param(f"{hashed('[login.hpc.example.org]:2222')} {HOST_KEY}\n", id="hashed"),
+    pytest.param(f"login,[login]:2222,10.0.0.5 {HOST_KEY} root@login\n", id="several-names"),
+    pytest.param(f"@revoked login.hpc.example.org {HOST_KEY}\n{KNOWN_HOSTS}", id="revoked"),
+    pytest.param("login sk-ssh-ed25519@openssh.com "
+                 + base64.b64encode(b"\0\0\0\x1ask-ssh-ed25519@openssh.com\0\0\0\0").decode(),
+                 id="a-key-type-paramiko-does-not-know"),
+])
+def test_usable_known_hosts(text: str) -> None:
+    check_known_hosts(text)
+    assert parse_secret(secret(known_hosts=text), insecure_host_keys=False).known_hosts == text
+
+
+def test_a_cert_authority_line_is_refused_by_its_number() -> None:
+    text = f"# hosts\n{KNOWN_HOSTS}@cert-authority *.hpc.example.org {HOST_KEY}\n"
+    assert failure(secret(known_hosts=text)) == (
+        "the Secret's known_hosts line 3 is an @cert-authority line; host certificates cannot "
+        "be verified yet, so list the host's own key (ssh-keyscan -p PORT HOST).")
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    pytest.param("login.hpc.example.org", "is not 'HOST KEY-TYPE KEY'", id="name-only"),
+    pytest.param("login.hpc.example.org ssh-ed25519", "is not 'HOST KEY-TYPE KEY'",
+                 id="no-key"),
+    pytest.param("login.hpc.example.org ssh-ed25519 AAAA", "does not hold a 'ssh-ed25519' key",
+                 id="truncated-key"),
+    pytest.param("login.hpc.example.org ssh-ed25519 !!not-base64!!",
+                 "does not hold a 'ssh-ed25519' key", id="not-base64"),
+    pytest.param(f"login.hpc.example.org ssh-rsa {HOST_KEY.split()[1]}",
+                 "does not hold a 'ssh-rsa' key", id="type-mismatch"),
+    pytest.param(f"|1|c2FsdA==|aGFzaA== {HOST_KEY}", "malformed hashed name",
+                 id="hashed-name-too-short"),
+    pytest.param(f"|2|x|y {HOST_KEY}", "malformed hashed name", id="hashed-name-unknown-kind"),
+    pytest.param(f"login,,other {HOST_KEY}", "host name that is empty", id="empty-name"),
+    pytest.param(f"@trusted login {HOST_KEY}", "unknown marker", id="unknown-marker"),
+])
+def test_a_known_hosts_line_that_cannot_be_read_is_refused_by_its_number(
+    line: str, says: str
+) -> None:
+    message = failure(secret(known_hosts=f"{KNOWN_HOSTS}\n{line}\n"))
+    assert message.startswith("the Secret's known_hosts line 3 ")
+    assert says in message
+
+
+# --- ssh-certificate ---------------------------------------------------------------------------
+
+class Keygen:
+    """Keys and certificates made by ssh-keygen with a user CA, in UTC."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.run("-t", "ed25519", "-N", "", "-f", str(directory / "ca"))
+
+    def run(self, *args: str) -> None:
+        subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True,
+                       env={**os.environ, "TZ": "UTC"}, timeout=60)
+
+    def key(self, name: str, kind: str = "ed25519") -> str:
+        path = self.directory / name
+        if not path.exists():
+            self.run("-t", kind, "-N", "", "-f", str(path))
+        return path.read_text()
+
+    def public(self, name: str) -> bytes:
+        return base64.b64decode((self.directory / f"{name}.pub").read_text().split()[1])
+
+    def certificate(self, name: str, *options: str, kind: str = "ed25519") -> str:
+        self.key(name, kind)
+        self.run("-s", str(self.directory / "ca"), "-I", f"id-{name}", "-n", "alice",
+                 *options, str(self.directory / f"{name}.pub"))
+        return (self.directory / f"{name}-cert.pub").read_text()
+
+
+@pytest.fixture(scope="module")
+def keygen(tmp_path_factory: pytest.TempPathFactory) -> Keygen:
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen (OpenSSH's client tools) is not installed")
+    return Keygen(tmp_path_factory.mktemp("keys"))
+
+
+DAY = "20200101:20200102"
+INSIDE = datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.UTC)
+NOW_FAR = datetime.datetime(2999, 1, 1, tzinfo=datetime.UTC)
+
+
+def with_certificate(keygen: Keygen, name: str, *options: str, kind: str = "ed25519",
+                     **data: str | None) -> dict[str, Any]:
+    return secret(**{"ssh-privatekey": keygen.key(name, kind),
+                     "ssh-certificate": keygen.certificate(name, *options, kind=kind), **data})
+
+
+@pytest.mark.parametrize("kind", ["ed25519", "ecdsa", "rsa"])
+def test_a_user_certificate_is_read_with_the_key_it_certifies(keygen: Keygen, kind: str) -> None:
+    raw = with_certificate(keygen, f"user-{kind}", "-V", DAY, kind=kind)
+    credentials = parse_secret(raw, insecure_host_keys=False, now=INSIDE)
+    assert credentials.certificate == (keygen.directory / f"user-{kind}-cert.pub").read_text()
+    cert = read_certificate(credentials.certificate)
+    assert cert.public_key == keygen.public(f"user-{kind}")
+    assert (cert.key_id, cert.principals) == (f"id-user-{kind}", ("alice",))
+    assert cert.window == "from 2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z"
+    assert "certificate" not in repr(credentials)
+
+
+@pytest.mark.parametrize(("now", "ending"), [
+    pytest.param(datetime.datetime(2020, 1, 2, tzinfo=datetime.UTC), "and has expired.",
+                 id="expired"),
+    pytest.param(datetime.datetime(2019, 12, 31, 23, 59, 59, tzinfo=datetime.UTC),
+                 "and is not valid yet.", id="not-yet-valid"),
+    pytest.param(datetime.datetime(2030, 1, 1), "and has expired.", id="naive-time-is-utc"),
+])
+def test_a_certificate_outside_its_window_is_refused_with_the_window(
+    keygen: Keygen, now: datetime.datetime, ending: str
+) -> None:
+    raw = with_certificate(keygen, "window", "-V", DAY)
+    with pytest.raises(SecretError) as caught:
+        parse_secret(raw, insecure_host_keys=False, now=now)
+    assert str(caught.value) == ("the Secret's ssh-certificate is valid from "
+                                 f"2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z {ending}")
+    assert parse_secret(raw, insecure_host_keys=False).certificate  # no time, no check
+
+
+def test_a_certificate_without_an_end_never_expires(keygen: Keygen) -> None:
+    raw = with_certificate(keygen, "forever", "-V", "always:forever")
+    cert = read_certificate(parse_secret(raw, insecure_host_keys=False, now=NOW_FAR).certificate
+                            or "")
+    assert (cert.valid_after, cert.valid_before) == (0, FOREVER)
+    assert cert.window == "from 1970-01-01T00:00:00Z to forever"
+
+
+def test_a_host_certificate_is_refused(keygen: Keygen) -> None:
+    message = failure(with_certificate(keygen, "host", "-h"))
+    assert "ssh-certificate is a host certificate" in message
+    assert "without -h" in message
+
+
+def test_a_certificate_needs_the_private_key(keygen: Keygen) -> None:
+    raw = secret(**{"ssh-privatekey": None, "password": PASSWORD,
+                    "ssh-certificate": keygen.certificate("alone")})
+    assert "'ssh-certificate' but no 'ssh-privatekey'" in failure(raw)
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param("not a certificate", id="words"),
+    pytest.param(KNOWN_HOSTS.split(maxsplit=1)[1], id="a-plain-public-key"),
+    pytest.param("ssh-ed25519-cert-v01@openssh.com AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2gu"
+                 "Y29t", id="truncated"),
+    pytest.param("ssh-ed25519-cert-v01@openssh.com !!!", id="not-base64"),
+    pytest.param("ssh-rsa-cert-v01@openssh.com AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29t",
+                 id="type-mismatch"),
+])
+def test_text_that_is_no_certificate_is_refused(text: str) -> None:
+    assert failure(secret(**{"ssh-certificate": text})) == (
+        "the Secret's ssh-certificate is not an OpenSSH user certificate (the one line of an "
+        "id_*-cert.pub file).")
+
+
+def test_two_certificates_are_not_one(keygen: Keygen) -> None:
+    text = keygen.certificate("twice")
+    raw = secret(**{"ssh-privatekey": keygen.key("twice"), "ssh-certificate": text + text})
+    assert "not an OpenSSH user certificate" in failure(raw)
+
+
+def test_a_certificate_for_a_key_type_that_cannot_log_in_is_named() -> None:
+    kind = "sk-ssh-ed25519-cert-v01@openssh.com"
+    blob = len(kind).to_bytes(4, "big") + kind.encode() + b"\0\0\0\0"
+    text = f"{kind} {base64.b64encode(blob).decode()}"
+    assert f"is of type {kind!r}" in failure(secret(**{"ssh-certificate": text}))
+
+
+def test_the_certificate_is_part_of_the_fingerprint() -> None:
+    assert fingerprint(dataclasses.replace(CREDENTIALS, certificate="x")) != fingerprint()
