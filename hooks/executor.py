@@ -23,9 +23,11 @@ from hooks.core.steps import (
     Cleanup,
     Decision,
     Forget,
+    Hold,
     ListActive,
     MarkEnded,
     Query,
+    Release,
     Step,
     Submit,
     Track,
@@ -35,7 +37,7 @@ from hooks.deadline import Deadline
 from hooks.runtime import Runtime
 from hooks.schedulers import guard
 from hooks.ssh import errors
-from hooks.ssh.client import OVERRUN, Remote, Target
+from hooks.ssh.client import OVERRUN, Jump, Remote, Target
 from hooks.ssh.pool import pool_key
 
 log = logging.getLogger(__name__)
@@ -100,9 +102,8 @@ class Executor:
     def _perform(self, step: Step, budget: Deadline) -> object:
         rt = self.runtime
         scheduler = rt.schedulers[step.placement.backend]
-        cluster = step.placement.cluster
-        target = Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check)
-        key = pool_key(target, step.credentials)
+        target = _target(step)
+        key = pool_key(target, step.access.login)
         opener = self._opener(target, step)
         command = self._command_deadline(budget)
         match step.action:
@@ -119,6 +120,14 @@ class Executor:
                     outcome = scheduler.submit(conn, job, deadline=command())
                 rt.metrics.submission(outcome.answer.value)
                 return outcome
+            case Hold(job_ids):
+                with opener(budget) as conn:
+                    scheduler.hold(conn, job_ids, deadline=command())
+                return None
+            case Release(job_ids):
+                with opener(budget) as conn:
+                    scheduler.release(conn, job_ids, deadline=command())
+                return None
             case ListActive(uid):
                 with opener(budget) as conn:
                     return tuple(scheduler.active_jobs(conn, uid, deadline=command()))
@@ -145,7 +154,7 @@ class Executor:
         @contextmanager
         def opener(deadline: Deadline) -> Iterator[Remote]:
             deadline.require(1, "connecting")
-            with pool.open(target, step.credentials,
+            with pool.open(target, step.access.login,
                            deadline=deadline.within(connect_timeout)) as conn:
                 yield conn
 
@@ -161,6 +170,14 @@ class Executor:
             return budget.within(timeout + OVERRUN)
 
         return command
+
+
+def _target(step: Step) -> Target:
+    """The login node of the step's cluster, behind its jump hosts."""
+    cluster = step.placement.cluster
+    jump = tuple(Jump(hop.host, hop.port, hop.insecure_skip_host_key_check, credentials)
+                 for hop, credentials in zip(cluster.jump, step.access.hops, strict=True))
+    return Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check, jump)
 
 
 def _cleanup(conn: Remote, root: str, stale: int, deadline: Deadline) -> str | Trouble:

@@ -103,6 +103,7 @@ class Driver:
     timeout: float = 30.0
     batchjobs: dict[tuple[str, str], Object] = field(default_factory=dict)
     secrets: dict[tuple[str, str], Object] = field(default_factory=dict)
+    config_maps: dict[tuple[str, str], Object] = field(default_factory=dict)
     pods: dict[tuple[str, str], Object] = field(default_factory=dict)
     transitions: list[str] = field(default_factory=list)
     _related: dict[tuple[str, int], list[Object]] = field(default_factory=dict)
@@ -122,6 +123,10 @@ class Driver:
 
     def delete_secret(self, namespace: str, name: str) -> None:
         self.secrets.pop((namespace, name), None)
+
+    def apply_config_map(self, config_map: Object) -> None:
+        meta = config_map["metadata"]
+        self.config_maps[(meta["namespace"], meta["name"])] = copy.deepcopy(config_map)
 
     def create(self, batchjob: Object) -> Object:
         obj = copy.deepcopy(batchjob)
@@ -162,8 +167,10 @@ class Driver:
         """The body Metacontroller would send for this BatchJob now (serialise it before the
         next change: it shares the stored objects)."""
         parent = self.get(namespace, name)
-        related = {self._key(s["metadata"]["namespace"], s["metadata"]["name"]): s
-                   for s in self._related_secrets(parent)}
+        related: dict[str, dict[str, Object]] = {"Secret.v1": {}, "ConfigMap.v1": {}}
+        for obj in self._related_objects(parent):
+            group = "Secret.v1" if obj["kind"] == "Secret" else "ConfigMap.v1"
+            related[group][self._key(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
         children = {self._key(namespace, p["metadata"]["name"]): p
                     for p in self.pods_of(namespace, name)}
         body: Object = {"controller": self.controller}
@@ -171,11 +178,11 @@ class Driver:
             body.update(parent=parent, children={"Pod.v1": children})
         else:
             body.update(object=parent, attachments={"Pod.v1": children})
-        body.update(related={"Secret.v1": related},
+        body.update(related=related,
                     finalizing="deletionTimestamp" in parent["metadata"])
         return body
 
-    def _related_secrets(self, parent: Object) -> list[Object]:
+    def _related_objects(self, parent: Object) -> list[Object]:
         meta = parent["metadata"]
         cache_key = (meta["uid"], meta["generation"])
         if cache_key not in self._related:
@@ -184,10 +191,11 @@ class Driver:
         found = []
         for rule in self._related[cache_key]:
             assert "labelSelector" not in rule, "names and labelSelector cannot be combined"
-            for secret_name in rule["names"]:
-                secret = self.secrets.get((rule["namespace"], secret_name))
-                if secret is not None:
-                    found.append(secret)
+            store = {"secrets": self.secrets, "configmaps": self.config_maps}[rule["resource"]]
+            for object_name in rule["names"]:
+                obj = store.get((rule["namespace"], object_name))
+                if obj is not None:
+                    found.append(obj)
         return found
 
     def _post(self, hook: str, body: Object, timeout: float | None = None) -> Object:
@@ -314,7 +322,8 @@ class Driver:
         assert not any("valueFrom" in e for e in container.get("env", [])), "secret in env"
         with tempfile.TemporaryDirectory() as tmp:
             args = list(container["args"])
-            for mount in container["volumeMounts"]:
+            # The longest path first: a mount's path may begin with another's.
+            for mount in sorted(container["volumeMounts"], key=lambda m: -len(m["mountPath"])):
                 secret_name = volumes[mount["name"]]["secret"]["secretName"]
                 secret = self.secrets[(pod["metadata"]["namespace"], secret_name)]
                 directory = Path(tmp) / mount["name"]

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from hooks.core.model import TERMINAL_PHASES, ClusterRef, JobRequest, Phase, Spec, job_root
+from hooks.core.model import TERMINAL_PHASES, ClusterRef, Hop, JobRequest, Phase, Spec, job_root
+from hooks.core.spec import work_dir
 from hooks.core.status import Status
 
 SECRET_MOUNT = "/var/run/secrets/hpcbridge"
+"""Where the cluster Secret is mounted; a jump host's own Secret goes to ``-jump-<i>`` beside
+it."""
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 SELECTOR_LABEL = "controller-uid"
 MAX_APPLIED = 64 * 1024
@@ -49,6 +52,7 @@ def pod_due(status: Status, *, follow: bool) -> bool:
 def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[str, Any]:
     """The desired log Pod of one attempt. Pure: no I/O."""
     spec = job.spec
+    mounts, volumes = _secret_volumes(spec.cluster)
     args = [
         f"--backend={spec.backend}",
         f"--host={spec.cluster.host}",
@@ -57,6 +61,9 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
         f"--key={job.key}",
         f"--secret-dir={SECRET_MOUNT}",
         *(f"--job-id={job_id}" for job_id in job_ids),
+        *(f"--jump={hop.host},{hop.port},{directory},"
+          f"{'insecure' if hop.insecure_skip_host_key_check else 'verify'}"
+          for hop, directory in zip(spec.cluster.jump, _hop_dirs(spec.cluster), strict=True)),
     ]
     if spec.logs_follow:
         args.append("--follow")
@@ -100,26 +107,42 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
                         "allowPrivilegeEscalation": False,
                         "capabilities": {"drop": ["ALL"]},
                     },
-                    "volumeMounts": [
-                        {"name": "cluster-secret", "mountPath": SECRET_MOUNT, "readOnly": True}
-                    ],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                {
-                    "name": "cluster-secret",
-                    "secret": {"secretName": spec.cluster.secret_name, "defaultMode": 0o440},
-                }
-            ],
+            "volumes": volumes,
         },
     }
 
 
+def _hop_dirs(cluster: ClusterRef) -> list[str]:
+    """Where each jump host's Secret is mounted: the cluster Secret's mount when it is the
+    same Secret, else a mount of its own."""
+    return [SECRET_MOUNT if hop.secret_name == cluster.secret_name else f"{SECRET_MOUNT}-jump-{i}"
+            for i, hop in enumerate(cluster.jump)]
+
+
+def _secret_volumes(cluster: ClusterRef) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The read-only mounts and volumes of every Secret of the route to the cluster."""
+    named = [("cluster-secret", SECRET_MOUNT, cluster.secret_name)]
+    named += [(f"jump-{i}-secret", directory, hop.secret_name)
+              for i, (hop, directory) in enumerate(zip(cluster.jump, _hop_dirs(cluster),
+                                                       strict=True))
+              if directory != SECRET_MOUNT]
+    mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path, _ in named]
+    volumes = [{"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}}
+               for name, _, secret in named]
+    return mounts, volumes
+
+
 def carried_over(
-    observed: Mapping[str, Any] | None, *, namespace: str, uid: str, image: str
+    observed: Mapping[str, Any] | None, *, namespace: str, uid: str, image: str,
+    clusters: Collection[ClusterRef],
 ) -> dict[str, Any] | None:
     """An observed log Pod declared again exactly as it was last applied, if it is one the
-    hooks built for this BatchJob with today's image.
+    hooks built for this BatchJob with today's image, for one of ``clusters`` (where the
+    BatchJob's attempts run: the Pod logs in with the Secrets it mounts, so it may go nowhere
+    else).
 
     Between attempts, the previous attempt's Pod keeps its logs visible until the new
     attempt's Pod replaces it; re-declaring its last-applied configuration changes nothing.
@@ -133,6 +156,8 @@ def carried_over(
     try:
         job, job_ids = _recognised(applied, namespace, uid)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    if job.spec.cluster not in clusters:
         return None
     rebuilt = log_pod(job, job_ids=job_ids, image=image)
     return rebuilt if rebuilt == _without_selector_label(applied) else None
@@ -176,11 +201,20 @@ def _recognised(
     (remote_dir,) = values["--remote-dir"]
     root, _, attempt = remote_dir.rpartition("/attempt-")
     name = applied["metadata"]["name"].removesuffix("-logs")
-    if root != job_root(namespace, name, uid):
+    directory = work_dir(root.removesuffix(f"/{namespace}/{name}/{uid}"), "--remote-dir")
+    if root != job_root(directory, namespace, name, uid):
         raise ValueError("a log Pod of another BatchJob")
     (host,), (port,) = values["--host"], values["--port"]
-    secret = applied["spec"]["volumes"][0]["secret"]["secretName"]
-    cluster = ClusterRef(host, int(port), secret, "--insecure-skip-host-key-check" in flags)
+    secrets = {volume["name"]: volume["secret"]["secretName"]
+               for volume in applied["spec"]["volumes"]}
+    mounted = {mount["mountPath"]: secrets[mount["name"]]
+               for mount in container["volumeMounts"]}
+    hops = []
+    for jump in values.get("--jump", []):
+        hop_host, hop_port, hop_dir, check = jump.split(",")
+        hops.append(Hop(hop_host, int(hop_port), mounted[hop_dir], check == "insecure"))
+    cluster = ClusterRef(host, int(port), secrets["cluster-secret"],
+                         "--insecure-skip-host-key-check" in flags, tuple(hops), directory)
     (backend,) = values["--backend"]
     spec = Spec(backend=backend, cluster=cluster, script="", logs_follow="--follow" in flags)
     job = JobRequest(namespace, name, uid, int(attempt), spec, 0)

@@ -13,14 +13,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hooks.core import answer, lifecycle, response
-from hooks.core.lifecycle import Plan
+from hooks.core.lifecycle import NOT_CONTACTED, Plan
 from hooks.core.lifecycle import Step as Planned
 from hooks.core.model import Reason, attempt_key, job_root
 from hooks.core.request import Call
-from hooks.core.secret import Credentials
 from hooks.core.spec import Placement
 from hooks.core.status import Status
-from hooks.core.steps import Answer, Cancel, Cleanup, Decision, Forget, ListActive, Step, Trouble
+from hooks.core.steps import (
+    Access,
+    Answer,
+    Cancel,
+    Cleanup,
+    Decision,
+    Forget,
+    ListActive,
+    Step,
+    Trouble,
+)
 from hooks.core.sync import attempt_placement, credentials
 
 SKIP_CANCEL = "hpcbridge.io/skip-cancel"
@@ -48,14 +57,14 @@ def decide(call: Call) -> Decision:
 
 
 def _listed(
-    call: Call, where: Placement, creds: Credentials, result: tuple[str, ...] | Trouble
+    call: Call, where: Placement, creds: Access, result: tuple[str, ...] | Trouble
 ) -> Decision:
     if isinstance(result, Trouble):
         return _trouble(call, result)
     if result:
         return Step(where, creds, Cancel(result),
                     lambda done: _cancelled(call, result, done))
-    root = job_root(call.namespace, call.name, call.uid)
+    root = job_root(where.cluster.work_dir, call.namespace, call.name, call.uid)
     return Step(where, creds, Cleanup(root, call.policy.guard_stale),
                 lambda word: _cleaned(call, where, creds, word))
 
@@ -69,7 +78,7 @@ def _cancelled(call: Call, job_ids: tuple[str, ...], result: Trouble | None) -> 
 
 
 def _cleaned(
-    call: Call, where: Placement, creds: Credentials, result: str | Trouble
+    call: Call, where: Placement, creds: Access, result: str | Trouble
 ) -> Decision:
     prev = call.previous
     if isinstance(result, Trouble):
@@ -84,7 +93,8 @@ def _cleaned(
 
 def _trouble(call: Call, trouble: Trouble) -> Answer:
     prev = call.previous
-    never_submitted = prev.attempt == 0 or (not prev.job_ids and prev.finished)
+    never_submitted = prev.attempt == 0 or (not prev.job_ids and (
+        prev.finished or prev.reason is Reason.SUSPENDED or prev.reason in NOT_CONTACTED))
     if (never_submitted and trouble.reason in GIVE_UP_WITHOUT_CLUSTER) or past_grace(call):
         return _done(call, prev, f"finalizing {call.namespace}/{call.name} without cleaning "
                                  f"up on the cluster: {trouble.message}", gave_up=True)

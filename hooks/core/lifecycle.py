@@ -16,6 +16,10 @@ from hooks.core.aggregate import Summary
 from hooks.core.model import INFRASTRUCTURE_REASONS, TERMINAL_PHASES, ClusterRef, Phase, Reason
 from hooks.core.status import Status
 
+NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
+                           Reason.INVALID_SECRET})
+"""Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
+
 
 class Step(enum.StrEnum):
     SUBMIT = "submit"
@@ -134,16 +138,78 @@ def unreachable(
     """The cluster could not be asked: keep the last known state, say why.
 
     Before the attempt has a job id the BatchJob waits in ``Pending`` with the reason; after,
-    its last known phase stands and the reason says why it is not current.
+    its last known phase stands and the reason says why it is not current. A job the hooks
+    hold for ``spec.suspend`` keeps its reason: it is how a later sync knows to release it.
     """
     if p.step is Step.TRACK:
-        base = prev if prev.finished else replace(prev, reason=reason, message=message)
+        kept = prev.finished or held_by_hooks(prev)
+        base = prev if kept else replace(prev, reason=reason, message=message)
     else:
         base = replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
-    contacted = reason not in (Reason.SECRET_NOT_FOUND, Reason.INVALID_SECRET)
+    contacted = reason not in NOT_CONTACTED
     return replace(
         base, reachable=False if contacted else None, reachability_reason=str(reason),
         reachability_message=message,
+    )
+
+
+def suspended(prev: Status, p: Plan, *, backend: str) -> Status:
+    """``spec.suspend`` before the attempt was submitted: it waits, nothing is sent."""
+    return replace(
+        _fresh(prev, p, backend),
+        reason=Reason.SUSPENDED,
+        message=f"The BatchJob is suspended; attempt {p.attempt} is submitted once "
+                "spec.suspend is false.",
+    )
+
+
+def held_by_hooks(status: Status) -> bool:
+    """Whether the attempt waits in the queue held by the hooks for ``spec.suspend`` (to be
+    released once it is false), as opposed to held by the scheduler, an administrator or the
+    user, or suspended by the scheduler while it ran."""
+    return (status.phase is Phase.PENDING and status.reason is Reason.SUSPENDED
+            and bool(status.job_ids))
+
+
+def held(new: Status, job_ids: Sequence[str]) -> Status:
+    """``spec.suspend`` while the attempt waits in the queue: its jobs are held."""
+    return replace(
+        new,
+        reason=Reason.SUSPENDED,
+        message=f"The BatchJob is suspended; job {', '.join(job_ids)} is held in the queue "
+                "until spec.suspend is false.",
+    )
+
+
+def released(new: Status, job_ids: Sequence[str]) -> Status:
+    """``spec.suspend`` is false again: the held jobs wait in the queue once more."""
+    return replace(
+        new,
+        reason=Reason.NONE,
+        message=f"spec.suspend is false: job {', '.join(job_ids)} was released and waits in "
+                "the queue.",
+    )
+
+
+def running_not_suspended(new: Status) -> Status:
+    """``spec.suspend`` while the attempt runs: a job cannot be suspended by its user once it
+    runs (SLURM's suspend is an operator's; an HTCondor hold would throw its progress away)."""
+    return replace(new, message=f"{new.message} spec.suspend is true, but the job is already "
+                                "running and keeps running: a running job cannot be "
+                                "suspended.".strip())
+
+
+def deadline_exceeded(new: Status, limit: int, job_ids: Sequence[str], *, now: str) -> Status:
+    """``spec.activeDeadlineSeconds`` passed while the attempt was active: it is cancelled."""
+    return replace(
+        new,
+        phase=Phase.FAILED,
+        reason=Reason.DEADLINE_EXCEEDED,
+        message=f"The attempt was active longer than spec.activeDeadlineSeconds ({limit} s) "
+                f"and was cancelled (job {', '.join(job_ids)}).",
+        active=0,
+        cancelled=new.cancelled + new.active,
+        completion_time=now,
     )
 
 
@@ -187,6 +253,7 @@ def _fresh(prev: Status, p: Plan, backend: str, cluster: ClusterRef | None = Non
     cluster when it has one."""
     same = prev.attempt == p.attempt
     return Status(
+        spec_hash=prev.spec_hash if same else "",
         phase=Phase.PENDING,
         backend=backend,
         cluster=cluster or (prev.cluster if same else None),

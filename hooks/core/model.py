@@ -39,8 +39,12 @@ class Reason(enum.StrEnum):
     BOOT_FAIL = "BootFail"
     PREEMPTED = "Preempted"
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    """``spec.activeDeadlineSeconds`` passed: the attempt was cancelled (the Kubernetes Job's
+    reason)."""
     HELD = "Held"
     SUSPENDED = "Suspended"
+    CONFIG_MAP_NOT_FOUND = "ConfigMapNotFound"
     CANCELLED_ON_CLUSTER = "CancelledOnCluster"
     DELETED = "Deleted"
     JOB_NOT_FOUND = "JobNotFound"
@@ -54,6 +58,7 @@ INFRASTRUCTURE_REASONS = frozenset({Reason.NODE_FAIL, Reason.BOOT_FAIL, Reason.P
 CONNECTION_REASONS = frozenset(
     {
         Reason.SECRET_NOT_FOUND,
+        Reason.CONFIG_MAP_NOT_FOUND,
         Reason.INVALID_SECRET,
         Reason.HOST_KEY_MISMATCH,
         Reason.AUTHENTICATION_FAILED,
@@ -102,12 +107,70 @@ class Resources:
     nodes: int | None = None
 
 
+DEFAULT_WORK_DIR = ".hpcbridge"
+"""Where attempts live when ``spec.cluster.workDir`` is not set: ``~/.hpcbridge``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """A jump host in front of the login node (one entry of ``spec.cluster.jump``)."""
+
+    host: str
+    port: int
+    secret_name: str
+    """The Secret to log in with: the hop's own, or the cluster's when it names none."""
+    insecure_skip_host_key_check: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterRef:
     host: str
     port: int
     secret_name: str
     insecure_skip_host_key_check: bool
+    jump: tuple[Hop, ...] = ()
+    """The jump hosts, in order (``ssh -J a,b``): the login node is reached through them."""
+    work_dir: str = DEFAULT_WORK_DIR
+    """The directory attempts live under: absolute, or relative to the login user's home."""
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """Every Secret the route to the login node needs, the login node's first."""
+        return tuple(dict.fromkeys([self.secret_name, *(hop.secret_name for hop in self.jump)]))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectKey:
+    """One key of a Secret or ConfigMap (``secretKeyRef``, ``configMapKeyRef``)."""
+
+    kind: str
+    """``Secret`` or ``ConfigMap``."""
+    name: str
+    key: str
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One entry of ``spec.env``: a literal value, or one read from a Secret or ConfigMap."""
+
+    name: str
+    value: str = field(default="", repr=False)
+    source: ObjectKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """One entry of ``spec.inputs``: files from a Secret's or ConfigMap's keys."""
+
+    kind: str
+    """``Secret`` or ``ConfigMap``."""
+    name: str
+    path: str = ""
+    """The sub-directory of the job's directory the files go to; empty for the directory."""
+    items: tuple[tuple[str, str], ...] = ()
+    """(key, file path) pairs; empty: every key, each as a file of its name."""
+    optional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +186,24 @@ class Spec:
     logs_pod: bool = True
     logs_follow: bool = False
     backoff_limit: int = 0
+    env: tuple[EnvVar, ...] = ()
+    inputs: tuple[Input, ...] = ()
+    suspend: bool = False
+    active_deadline_seconds: int | None = None
 
 
 def attempt_key(uid: str, attempt: int) -> str:
     """Attempt ``attempt`` of the BatchJob ``uid`` as the cluster knows it (job name, key)."""
     return f"{uid}-{attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """A file written into the attempt's directory before the job is submitted."""
+
+    path: str
+    """Relative to the attempt's directory."""
+    content: bytes = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +218,10 @@ class JobRequest:
     guard_stale: int
     """Seconds after which a submission guard without a job id is taken over
     (``HPCBRIDGE_GUARD_STALE``)."""
+    environment: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """``spec.env`` resolved: (name, value) pairs the job sees."""
+    inputs: tuple[InputFile, ...] = ()
+    """``spec.inputs`` resolved."""
 
     @property
     def key(self) -> str:
@@ -150,18 +230,20 @@ class JobRequest:
 
     @property
     def remote_dir(self) -> str:
-        """The attempt's directory, relative to the login user's home."""
-        return attempt_dir(self.namespace, self.name, self.uid, self.attempt)
+        """The attempt's directory: absolute, or relative to the login user's home."""
+        return attempt_dir(self.spec.cluster.work_dir, self.namespace, self.name, self.uid,
+                           self.attempt)
 
 
-def job_root(namespace: str, name: str, uid: str) -> str:
-    """The BatchJob's remote directory, relative to the login user's home."""
-    return f".hpcbridge/{namespace}/{name}/{uid}"
+def job_root(work_dir: str, namespace: str, name: str, uid: str) -> str:
+    """The BatchJob's remote directory under ``work_dir``: absolute, or relative to the login
+    user's home (remote programs resolve it so)."""
+    return f"{work_dir}/{namespace}/{name}/{uid}"
 
 
-def attempt_dir(namespace: str, name: str, uid: str, attempt: int) -> str:
+def attempt_dir(work_dir: str, namespace: str, name: str, uid: str, attempt: int) -> str:
     """Attempt ``attempt``'s directory: its guard, script, job id, output and end marker."""
-    return f"{job_root(namespace, name, uid)}/attempt-{attempt}"
+    return f"{job_root(work_dir, namespace, name, uid)}/attempt-{attempt}"
 
 
 @dataclass(frozen=True, slots=True)

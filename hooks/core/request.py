@@ -21,6 +21,10 @@ from hooks.core.status import Status
 
 POD_GROUP = "Pod.v1"
 SECRET_GROUP = "Secret.v1"
+CONFIG_MAP_GROUP = "ConfigMap.v1"
+MAX_NAMED = 256
+"""The most entries of one list read for the names of related objects (the spec allows
+fewer)."""
 API_VERSION = "hpcbridge.io/v1alpha1"
 KIND = "BatchJob"
 Shape = Literal["composite", "decorator"]
@@ -59,6 +63,7 @@ class Call:
     previous: Status
     previous_raw: Mapping[str, Any]
     secrets: Mapping[str, Mapping[str, Any]]
+    config_maps: Mapping[str, Mapping[str, Any]]
     log_pod: Mapping[str, Any] | None
     now: datetime.datetime
     rules: Rules
@@ -92,29 +97,61 @@ def parse_call(
         previous=status.from_raw(previous),
         previous_raw=previous,
         secrets=_group(body.get("related") or {}, SECRET_GROUP, namespace),
+        config_maps=_group(body.get("related") or {}, CONFIG_MAP_GROUP, namespace),
         log_pod=pods.get(children.pod_name(metadata["name"])),
         now=now, rules=rules, policy=policy,
     )
 
 
 def customize(body: object) -> dict[str, Any]:
-    """The customize answer: the Secrets the spec names and the attempt was submitted with.
+    """The customize answer: exactly the Secrets and ConfigMaps the spec names (the route's
+    logins, env values, input files) and those the current attempt was submitted with.
     Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
     parent = _parent(body, "parent")
     spec = parent.get("spec") or {}
-    cluster = spec.get("cluster")
-    ref = cluster.get("secretRef") if isinstance(cluster, dict) else None
-    name = ref.get("name") if isinstance(ref, dict) else None
+    secrets, config_maps = named_objects(spec)
     attempt = status.from_raw(parent.get("status")).cluster
-    names = [n for n in (name, attempt.secret_name if attempt else None)
-             if isinstance(n, str) and n]
-    if not names:
-        return {"relatedResources": []}
-    rule = {"apiVersion": "v1", "resource": "secrets",
-            "namespace": parent["metadata"]["namespace"], "names": sorted(set(names))}
-    return {"relatedResources": [rule]}
+    if attempt is not None:
+        secrets |= set(attempt.secret_names)
+    namespace = parent["metadata"]["namespace"]
+    rules = [{"apiVersion": "v1", "resource": resource, "namespace": namespace,
+              "names": sorted(names)}
+             for resource, names in (("secrets", secrets), ("configmaps", config_maps)) if names]
+    return {"relatedResources": rules}
+
+
+def named_objects(spec: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """The names of the Secrets and of the ConfigMaps a spec refers to, read leniently (an
+    invalid spec still gets the objects it names, so its answer can say what else is wrong);
+    only names of the API server's form."""
+    secrets: list[object] = []
+    config_maps: list[object] = []
+    cluster = _dict(spec.get("cluster"))
+    secrets.append(_dict(cluster.get("secretRef")).get("name"))
+    secrets += [_dict(_dict(hop).get("secretRef")).get("name")
+                for hop in _list(cluster.get("jump"))]
+    for var in _list(spec.get("env")):
+        value_from = _dict(_dict(var).get("valueFrom"))
+        secrets.append(_dict(value_from.get("secretKeyRef")).get("name"))
+        config_maps.append(_dict(value_from.get("configMapKeyRef")).get("name"))
+    for item in _list(spec.get("inputs")):
+        secrets.append(_dict(_dict(item).get("secret")).get("name"))
+        config_maps.append(_dict(_dict(item).get("configMap")).get("name"))
+    return _names(secrets), _names(config_maps)
+
+
+def _names(values: list[object]) -> set[str]:
+    return {v for v in values if isinstance(v, str) and DNS_SUBDOMAIN.fullmatch(v)}
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value[:MAX_NAMED] if isinstance(value, list) else []
 
 
 def _parent(body: Mapping[str, Any], key: str) -> Mapping[str, Any]:

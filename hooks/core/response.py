@@ -57,7 +57,8 @@ def resync_after(
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
     elif status.reason is Reason.SUBMITTING or next_attempt_due:
         base = MIN_POLL
-    elif status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN:
+    elif (status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN
+          or (status.reason is Reason.SUSPENDED and not status.job_ids)):
         base = SLOW_POLL
     elif status.finished:
         return 0.0

@@ -13,18 +13,47 @@ packages, so that every message has the same form.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from typing import Any
 
 from hooks.core import units
-from hooks.core.model import ClusterRef, Resources, Spec
+from hooks.core.model import (
+    DEFAULT_WORK_DIR,
+    ClusterRef,
+    EnvVar,
+    Hop,
+    Input,
+    ObjectKey,
+    Resources,
+    Spec,
+)
 from hooks.core.scheduler import Rules
 from hooks.core.text import has_control, shown
 
 MAX_SCRIPT_BYTES = 256 * 1024
+MAX_JUMPS = 3
+MAX_ENV = 128
+MAX_INPUTS = 32
+MAX_PATH = 1024
 INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+READ_ONLY_NAMES = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO"})
+"""Variables bash refuses to be given: where ``/bin/sh`` is bash, setting one would stop the
+job before its script (``hooks.schedulers.files.WRAPPER``)."""
+FILE_NAME = re.compile(r"[-._a-zA-Z0-9+@=]+")
+"""The characters of a component of an input file's path: a name every shell, submit
+description and file transfer list takes as it is (no space, comma, quote or ``$``)."""
+CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+"""The form of a key of a Secret's or ConfigMap's data."""
+RESERVED_FILES = frozenset({"script", "submit.sub", "submit.out", "submit.err",
+                            "condor_submit.err", "job.log", "jobid", "jobid.tmp", "refused",
+                            "ended", "ended.tmp"})
+"""The hooks' own files at the top of an attempt's directory (see ``reserved_file``)."""
+TASK_OUTPUT = re.compile(r"[0-9].*\.(out|err)")
 DNS_SUBDOMAIN = re.compile(
     r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 """The form of a Kubernetes object's name (a BatchJob's, a Secret's)."""
@@ -93,6 +122,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     options = rules[backend].parse_options(
         mapping(spec.get(backend) or {}, f"spec.{backend}"), resources)
     logs = mapping(spec.get("logs") or {}, "spec.logs")
+    deadline = spec.get("activeDeadlineSeconds")
     return Spec(
         backend=backend,
         cluster=placement.cluster,
@@ -102,7 +132,19 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         logs_pod=flag(logs.get("pod", True), "spec.logs.pod"),
         logs_follow=flag(logs.get("follow", False), "spec.logs.follow"),
         backoff_limit=whole_number(spec.get("backoffLimit", 0), "spec.backoffLimit", minimum=0),
+        env=_env(spec.get("env")),
+        inputs=_inputs(spec.get("inputs")),
+        suspend=flag(spec.get("suspend", False), "spec.suspend"),
+        active_deadline_seconds=None if deadline is None else whole_number(
+            deadline, "spec.activeDeadlineSeconds", minimum=1, maximum=INT64),
     )
+
+
+def digest(spec: Spec) -> str:
+    """What makes an attempt, as 16 hex digits: the whole spec but ``suspend`` and
+    ``activeDeadlineSeconds``, which an attempt follows while it runs."""
+    kept = replace(spec, suspend=False, active_deadline_seconds=None)
+    return hashlib.sha256(repr(astuple(kept)).encode()).hexdigest()[:16]
 
 
 def mapping(value: object, where: str) -> Mapping[str, Any]:
@@ -143,24 +185,208 @@ def line(value: object, where: str) -> str | None:
 
 
 def _cluster(cluster: Mapping[str, Any]) -> ClusterRef:
-    host = cluster.get("host")
-    if (not isinstance(host, str) or not host or len(host) > 253 or has_control(host)
-            or any(c.isspace() for c in host)
-            or not all(0 < len(label) < 64 for label in host.removesuffix(".").split("."))):
-        raise SpecError("spec.cluster.host must be the SSH host name of the login node.")
-    secret_ref = mapping(cluster.get("secretRef"), "spec.cluster.secretRef")
-    secret_name = secret_ref.get("name")
-    if not isinstance(secret_name, str) or not DNS_SUBDOMAIN.fullmatch(secret_name):
+    host = _host(cluster.get("host"), "spec.cluster.host")
+    secret_name = _secret_name(cluster.get("secretRef"), "spec.cluster.secretRef")
+    if secret_name is None:
         raise SpecError("spec.cluster.secretRef.name must name a Secret in this namespace.")
+    jump = cluster.get("jump") or []
+    if not isinstance(jump, list) or len(jump) > MAX_JUMPS:
+        raise SpecError(f"spec.cluster.jump must be a list of at most {MAX_JUMPS} jump hosts.")
     return ClusterRef(
         host=host,
-        port=whole_number(cluster.get("port", 22), "spec.cluster.port", minimum=1,
-                          maximum=65535),
+        port=_port(cluster.get("port", 22), "spec.cluster.port"),
         secret_name=secret_name,
         insecure_skip_host_key_check=flag(
             cluster.get("insecureSkipHostKeyCheck", False), "spec.cluster.insecureSkipHostKeyCheck"
         ),
+        jump=tuple(_hop(mapping(raw, f"spec.cluster.jump[{i}]"), f"spec.cluster.jump[{i}]",
+                        secret_name) for i, raw in enumerate(jump)),
+        work_dir=work_dir(cluster.get("workDir"), "spec.cluster.workDir"),
     )
+
+
+def _hop(raw: Mapping[str, Any], where: str, cluster_secret: str) -> Hop:
+    ref = raw.get("secretRef")
+    secret_name = None if ref is None else _secret_name(ref, f"{where}.secretRef")
+    if ref is not None and secret_name is None:
+        raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
+    return Hop(
+        host=_host(raw.get("host"), f"{where}.host"),
+        port=_port(raw.get("port", 22), f"{where}.port"),
+        secret_name=secret_name or cluster_secret,
+        insecure_skip_host_key_check=flag(raw.get("insecureSkipHostKeyCheck", False),
+                                          f"{where}.insecureSkipHostKeyCheck"),
+    )
+
+
+def valid_host(host: object) -> bool:
+    """Whether ``host`` is a plausible SSH host name (or address)."""
+    return (isinstance(host, str) and 0 < len(host) <= 253 and not has_control(host)
+            and not any(c.isspace() or c in ",/@" for c in host)
+            and all(0 < len(label) < 64 for label in host.removesuffix(".").split(".")))
+
+
+def _host(host: object, where: str) -> str:
+    if not valid_host(host):
+        raise SpecError(f"{where} must be an SSH host name.")
+    assert isinstance(host, str)
+    return host
+
+
+def _port(value: object, where: str) -> int:
+    return whole_number(value, where, minimum=1, maximum=65535)
+
+
+def _secret_name(ref: object, where: str) -> str | None:
+    name = mapping(ref, where).get("name")
+    return name if isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name) else None
+
+
+def work_dir(value: object, where: str) -> str:
+    """``spec.cluster.workDir``: absolute, or relative to the home directory (``~/`` allowed),
+    without ``..`` or empty components; the default ``~/.hpcbridge``."""
+    if value is None:
+        return DEFAULT_WORK_DIR
+    if not isinstance(value, str) or value in ("~", "~/", "/") or len(value) > MAX_PATH:
+        raise SpecError(f"{where} must be a directory path of at most {MAX_PATH} characters "
+                        "other than / and ~.")
+    path = value.removeprefix("~/").rstrip("/") if value != "/" else value
+    rooted = path.startswith("/")
+    parts = (path[1:] if rooted else path).split("/")
+    if (has_control(path) or any(part in ("", ".", "..") or part.startswith("~")
+                                 for part in parts)
+            or any(c in path for c in "$`\\")):
+        raise SpecError(f"{where} must be an absolute path or one relative to the home "
+                        "directory (~/), without '.', '..', empty or '~user' components, "
+                        "control characters, '$', '`' or '\\' (it is taken as it is, never "
+                        "expanded).")
+    return path
+
+
+def relative_path(value: object, where: str) -> str:
+    """A path inside the job's directory: relative, its components names of letters, digits
+    and ``-._+@=``, none of them '.' or '..'."""
+    if (not isinstance(value, str) or not value or len(value) > MAX_PATH
+            or any(part in (".", "..") or not FILE_NAME.fullmatch(part)
+                   for part in value.split("/"))):
+        raise SpecError(f"{where} must be a relative path inside the job's directory: "
+                        "components of letters, digits and -._+@=, none of them '.' or "
+                        f"'..', not {shown(value)}.")
+    return value
+
+
+def reserved_file(path: str) -> bool:
+    """Whether a file at ``path`` (relative to the attempt's directory) would take the place
+    of one of the hooks' or the scheduler's own: the script, guard and answer files, the
+    env file and wrapper, the task outputs."""
+    top = path.partition("/")[0]
+    return (top in RESERVED_FILES or top.startswith((".", "hpcbridge", "takeover."))
+            or TASK_OUTPUT.fullmatch(top) is not None)
+
+
+def _env(raw: object) -> tuple[EnvVar, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_ENV:
+        raise SpecError(f"spec.env must be a list of at most {MAX_ENV} variables.")
+    found: list[EnvVar] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = f"spec.env[{i}]"
+        entry = mapping(item, where)
+        name = entry.get("name")
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name) or len(name) > 253:
+            raise SpecError(f"{where}.name must be a variable name (letters, digits and _, not "
+                            f"starting with a digit), not {shown(name)}.")
+        if name in READ_ONLY_NAMES:
+            raise SpecError(f"{where}.name: {name} is read-only in bash, which runs the job's "
+                            "environment on many clusters; choose another name.")
+        if name in seen:
+            raise SpecError(f"{where}.name: {name} is set twice in spec.env.")
+        seen.add(name)
+        value, value_from = entry.get("value"), entry.get("valueFrom")
+        if (value is None) == (value_from is None):
+            raise SpecError(f"{where} ({name}) must have either value or valueFrom.")
+        if value is not None:
+            if not isinstance(value, str) or "\0" in value:
+                raise SpecError(f"{where}.value ({name}) must be a string without NUL "
+                                "characters.")
+            found.append(EnvVar(name, value))
+        else:
+            found.append(EnvVar(name, source=_key_ref(mapping(value_from, f"{where}.valueFrom"),
+                                                      f"{where}.valueFrom")))
+    return tuple(found)
+
+
+def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
+    refs = [(kind, field) for kind, field in (("Secret", "secretKeyRef"),
+                                              ("ConfigMap", "configMapKeyRef"))
+            if raw.get(field) is not None]
+    if len(refs) != 1:
+        raise SpecError(f"{where} must have exactly one of secretKeyRef and configMapKeyRef.")
+    kind, field = refs[0]
+    ref = mapping(raw[field], f"{where}.{field}")
+    name, key = ref.get("name"), ref.get("key")
+    if not isinstance(name, str) or not DNS_SUBDOMAIN.fullmatch(name):
+        raise SpecError(f"{where}.{field}.name must name a {kind} in this namespace.")
+    if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
+        raise SpecError(f"{where}.{field}.key must be a key of the {kind}'s data.")
+    return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
+
+
+def _inputs(raw: object) -> tuple[Input, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
+        raise SpecError(f"spec.inputs must be a list of at most {MAX_INPUTS} entries.")
+    found: list[Input] = []
+    files: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        where = f"spec.inputs[{i}]"
+        entry = mapping(item, where)
+        sources = [(kind, field) for kind, field in (("ConfigMap", "configMap"),
+                                                     ("Secret", "secret"))
+                   if entry.get(field) is not None]
+        if len(sources) != 1:
+            raise SpecError(f"{where} must have exactly one of configMap and secret.")
+        kind, field = sources[0]
+        ref = mapping(entry[field], f"{where}.{field}")
+        name = ref.get("name")
+        if not isinstance(name, str) or not DNS_SUBDOMAIN.fullmatch(name):
+            raise SpecError(f"{where}.{field}.name must name a {kind} in this namespace.")
+        path = entry.get("path")
+        folder = "" if path is None else relative_path(path, f"{where}.path")
+        items = _items(entry.get("items"), f"{where}.items")
+        for _, file in items:
+            target = f"{folder}/{file}" if folder else file
+            if reserved_file(target):
+                raise SpecError(f"{where}.items: {shown(target)} is a name the hooks use in "
+                                "the job's directory; choose another path.")
+            if target in files:
+                raise SpecError(f"{where}.items: {shown(target)} is written by "
+                                f"{files[target]} too.")
+            files[target] = where
+        if folder and reserved_file(folder):
+            raise SpecError(f"{where}.path: {shown(folder)} is a name the hooks use in the "
+                            "job's directory; choose another path.")
+        found.append(Input(kind, name, folder, items,
+                           flag(ref.get("optional", False), f"{where}.{field}.optional")))
+    return tuple(found)
+
+
+def _items(raw: object, where: str) -> tuple[tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{where} must be a non-empty list of {{key, path}}.")
+    items = []
+    for i, item in enumerate(raw):
+        entry = mapping(item, f"{where}[{i}]")
+        key = entry.get("key")
+        if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
+            raise SpecError(f"{where}[{i}].key must be a key of the object's data.")
+        items.append((key, relative_path(entry.get("path"), f"{where}[{i}].path")))
+    return tuple(items)
 
 
 def _script(script: object) -> str:

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core.model import TERMINAL_PHASES, ClusterRef, Phase, Reason
-from hooks.core.spec import DNS_SUBDOMAIN, INT32
-from hooks.core.text import has_control
+from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Hop, Phase, Reason
+from hooks.core.spec import DNS_SUBDOMAIN, INT32, MAX_JUMPS, SpecError, valid_host, work_dir
 
-CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable")
+CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable",
+                   "Suspended")
+SPEC_HASH = re.compile(r"[0-9a-f]{16}")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 INT64 = 2**63 - 1
 
@@ -47,6 +48,9 @@ class Status:
     """Whether the last contact with the cluster worked; None before the first one."""
     reachability_reason: str = ""
     reachability_message: str = ""
+    spec_hash: str = ""
+    """The digest of the attempt's spec without ``suspend`` and ``activeDeadlineSeconds``
+    (``hooks.core.spec.digest``): a new generation with the same digest is no new spec."""
 
     @property
     def finished(self) -> bool:
@@ -84,6 +88,7 @@ def from_raw(raw: object) -> Status:
         reachable={"True": True, "False": False}.get(_text(reach.get("status"))),
         reachability_reason=_text(reach.get("reason")),
         reachability_message=_text(reach.get("message")),
+        spec_hash=_spec_hash(raw.get("attemptSpecHash")),
     )
 
 
@@ -117,6 +122,7 @@ def to_raw(
         "completionTime": status.completion_time,
         "logsPod": status.logs_pod,
         "cluster": _cluster_raw(status.cluster),
+        "attemptSpecHash": status.spec_hash or None,
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})
@@ -166,6 +172,9 @@ def conditions(status: Status) -> list[dict[str, str]]:
                                                      "NotContacted"),
             "message": status.reachability_message,
         },
+        _make("Suspended", status.reason is Reason.SUSPENDED,
+              "Suspended" if status.reason is Reason.SUSPENDED else "NotSuspended",
+              status.message if status.reason is Reason.SUSPENDED else ""),
     ]
 
 
@@ -195,24 +204,53 @@ def _cluster(raw: object) -> ClusterRef | None:
     could have written: anything else is no cluster."""
     if not isinstance(raw, dict):
         return None
+    login = _login(raw)
+    jump = raw.get("jump", [])
+    hops = [_login(hop) for hop in jump] if isinstance(jump, list) else [None]
+    try:
+        directory = work_dir(raw.get("workDir"), "workDir")
+    except SpecError:
+        return None
+    if login is None or len(hops) > MAX_JUMPS or any(hop is None for hop in hops):
+        return None
+    return ClusterRef(*login, jump=tuple(Hop(*hop) for hop in hops if hop is not None),
+                      work_dir=directory)
+
+
+def _login(raw: object) -> tuple[str, int, str, bool] | None:
+    if not isinstance(raw, dict):
+        return None
     host, port, ref = raw.get("host"), raw.get("port"), raw.get("secretRef")
     name = ref.get("name") if isinstance(ref, dict) else None
     insecure = raw.get("insecureSkipHostKeyCheck", False)
-    if not (isinstance(host, str) and 0 < len(host) <= 253 and not has_control(host)
-            and not any(c.isspace() for c in host)
-            and isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
-            and isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name)
+    if not (valid_host(host) and isinstance(port, int) and not isinstance(port, bool)
+            and 0 < port < 65536 and isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name)
             and isinstance(insecure, bool)):
         return None
-    return ClusterRef(host, port, name, insecure)
+    assert isinstance(host, str)
+    return host, port, name, insecure
 
 
 def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
     if cluster is None:
         return None
-    return {"host": cluster.host, "port": cluster.port,
-            "secretRef": {"name": cluster.secret_name},
-            "insecureSkipHostKeyCheck": cluster.insecure_skip_host_key_check}
+    raw = _login_raw(cluster.host, cluster.port, cluster.secret_name,
+                     cluster.insecure_skip_host_key_check)
+    if cluster.jump:
+        raw["jump"] = [_login_raw(hop.host, hop.port, hop.secret_name,
+                                  hop.insecure_skip_host_key_check) for hop in cluster.jump]
+    if cluster.work_dir != DEFAULT_WORK_DIR:
+        raw["workDir"] = cluster.work_dir
+    return raw
+
+
+def _login_raw(host: str, port: int, secret: str, insecure: bool) -> dict[str, Any]:
+    return {"host": host, "port": port, "secretRef": {"name": secret},
+            "insecureSkipHostKeyCheck": insecure}
+
+
+def _spec_hash(value: object) -> str:
+    return value if isinstance(value, str) and SPEC_HASH.fullmatch(value) else ""
 
 
 def _list(value: object) -> list[Any]:

@@ -60,10 +60,25 @@ class Forget:
 @dataclass(frozen=True, slots=True)
 class MarkEnded:
     """Write the attempt's end (its final phase) into its directory ``remote_dir``, where a
-    following log Pod reads it instead of asking the scheduler (answers ``None``)."""
+    following log Pod reads it instead of asking the scheduler, and remove the attempt's env
+    file, which no job of it reads any more (answers ``None``)."""
 
     remote_dir: str
     phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Hold these pending jobs: ``spec.suspend`` (answers ``None``)."""
+
+    job_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Release these held jobs: ``spec.suspend`` is false again (answers ``None``)."""
+
+    job_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +104,18 @@ class Cleanup:
     stale: int
 
 
-Action = Submit | Query | Track | Forget | MarkEnded | ListActive | Cancel | Cleanup
+Action = (Submit | Query | Track | Forget | MarkEnded | Hold | Release | ListActive | Cancel
+          | Cleanup)
 Result = SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """The logins of a route: the login node's, and each jump host's in the order of
+    ``placement.cluster.jump``."""
+
+    login: Credentials
+    hops: tuple[Credentials, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +123,7 @@ class Step:
     """Run ``action`` on the cluster of ``placement``, then decide with ``then``."""
 
     placement: Placement
-    credentials: Credentials
+    access: Access
     action: Action
     then: Callable[[Any], Decision]
 

@@ -9,6 +9,7 @@ remote commands the hooks run over one SSH connection.
     {key: [TaskState]} <----|---+               accounting/history for what left the queue)
     uid ------------------->|  active_jobs     (every active job of one BatchJob)
     [job id] -------------->|  cancel
+    [job id] -------------->|  hold, release   (spec.suspend, for jobs waiting in the queue)
     JobRequest.remote_dir   |  output location: the scheduler writes <task>.out/.err there
 
 Every remote method takes the connection and a ``Deadline``, raises ``hooks.ssh.errors`` for
@@ -55,6 +56,15 @@ class Scheduler(SchedulerRules, Protocol):
         ...
 
     def cancel(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None: ...
+
+    def hold(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        """Keep these waiting jobs from starting (``spec.suspend``); a job that is held
+        already, or has started meanwhile, is no error."""
+        ...
+
+    def release(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        """Let these held jobs start; a job that is not held is no error."""
+        ...
 
 
 Registry = Mapping[str, Scheduler]

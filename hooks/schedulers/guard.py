@@ -9,7 +9,9 @@ attempt up on the scheduler by name (a job found there is recorded, not resubmit
 then takes the guard over with a second atomic ``mkdir`` (``takeover.N``) and submits again.
 ``stale`` must exceed the longest remote command, which the remote ``timeout`` bounds.
 
-A script whose upload was cut short is not submitted. A refusal by the scheduler is recorded
+Its files (the script, the scheduler's description, the env file, the input files) are
+written from stdin before anything is submitted, sub-directories included; a file whose upload
+was cut short stops the submission. A refusal by the scheduler is recorded
 in ``refused`` and answered again to later calls; a
 transient failure (scheduler unreachable) leaves the guard to go stale, because whether the job
 reached the scheduler is then unknown and only the lookup can tell.
@@ -22,11 +24,16 @@ from collections.abc import Callable, Sequence
 
 from hooks.core.model import JobRequest, SchedulerError, SubmitAnswer, SubmitOutcome
 from hooks.deadline import Deadline
+from hooks.schedulers.files import ENV_FILE
 from hooks.ssh.client import Completed, Remote
 
+RESOLVE = 'case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac'
+"""Shell: the remote directory ``$1`` as a path: absolute, or relative to the home directory
+(``spec.cluster.workDir``)."""
 PROGRAM = r"""
 set -u
-d=$HOME/$1; stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
+""" + RESOLVE + r"""
+stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
 umask 077
 # Every answer reads stdin to its end first: a command that exits before the client's EOF
 # arrives lets sshd free the channel, and OpenSSH drops the whole connection on that late EOF.
@@ -53,6 +60,7 @@ fi
 cd -- "$d" || answer error cannot enter "$d"
 i=0
 while [ "$i" -lt "$nfiles" ]; do
+  case $1 in */*) mkdir -p -- "${1%/*}" || answer error cannot create "${1%/*}" ;; esac
   head -c "$2" > "$1" && [ "$(wc -c < "$1")" -eq "$2" ] \
     || answer error the upload of "$1" was cut short
   shift 2; i=$((i + 1))
@@ -131,7 +139,8 @@ def outcome(
 
 CLEANUP = r"""
 set -u
-root=$HOME/$1; stale=$2
+""" + RESOLVE + r"""
+root=$d; stale=$2
 [ -d "$root" ] || { echo gone; exit 0; }
 now=$(date +%s)
 for g in "$root"/attempt-*; do
@@ -156,9 +165,11 @@ def cleanup_command(*, root: str, stale_seconds: int) -> list[str]:
 
 ENDED = "ended"
 """The file in an attempt's directory that holds its final phase once the hooks saw it end."""
-MARK_ENDED = 'cd -- "$HOME/$1" && printf "%s\\n" "$2" > ended.tmp && mv -f ended.tmp ended'
+MARK_ENDED = (RESOLVE + '; cd -- "$d" && printf "%s\\n" "$2" > ended.tmp && mv -f ended.tmp ended'
+              f' && rm -f {ENV_FILE}')
 
 
 def mark_ended_command(*, remote_dir: str, phase: str) -> list[str]:
-    """Write ``phase`` into the attempt directory's ``ended`` file, atomically."""
+    """Write ``phase`` into the attempt directory's ``ended`` file, atomically, and remove the
+    attempt's env file (``hooks.schedulers.files.ENV_FILE``)."""
     return ["sh", "-c", MARK_ENDED, "hpcbridge-mark-ended", remote_dir, phase]

@@ -194,7 +194,7 @@ def check_customize(answer: Object, where: str) -> None:
     assert set(answer) == {"relatedResources"}, where
     for rule in answer["relatedResources"]:
         assert set(rule) == {"apiVersion", "resource", "namespace", "names"}, where
-        assert rule["apiVersion"] == "v1" and rule["resource"] == "secrets", where
+        assert rule["apiVersion"] == "v1" and rule["resource"] in ("secrets", "configmaps"), where
         assert isinstance(rule["namespace"], str) and rule["namespace"], where
         names = rule["names"]
         assert names and all(isinstance(name, str) and name for name in names), where
@@ -247,15 +247,17 @@ LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 
 
 def check_remote_dirs(pod: Object, where: str) -> None:
-    """A log Pod the hooks declare reads the job's output from a directory under
-    ``~/.hpcbridge``: no ``..`` (or ``.``, or empty) step may lead it elsewhere."""
+    """A log Pod the hooks declare reads the job's output from an attempt's directory
+    (``<workDir>/<namespace>/<name>/<uid>/attempt-<N>``, absolute or under the home): no
+    ``..`` (or ``.``, or empty) step may lead it elsewhere."""
     for container in pod.get("spec", {}).get("containers", []):
         for arg in container.get("args", []):
             option, _, value = arg.partition("=")
             if option == "--remote-dir":
-                steps = value.split("/")
-                assert steps[0] == ".hpcbridge" and not {"", ".", ".."} & set(steps), (
-                    f"{where}\nthe log Pod reads {value!r}, outside ~/.hpcbridge")
+                steps = value.removeprefix("/").split("/")
+                assert not {"", ".", ".."} & set(steps) and len(steps) >= 5, (
+                    f"{where}\nthe log Pod reads {value!r}, not an attempt's directory")
+                assert steps[-1].startswith("attempt-"), f"{where}\nthe log Pod reads {value!r}"
 
 
 # --- the client ---------------------------------------------------------------------------

@@ -4,13 +4,14 @@ attempt; when it is due; and how an observed Pod is re-declared between attempts
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hooks.core.children import LAST_APPLIED, carried_over, log_pod, pod_due, pod_name
-from hooks.core.model import JobRequest, Phase, Reason
+from hooks.core.model import ClusterRef, JobRequest, Phase, Reason
 from hooks.core.status import Status
 from tests.unit.conftest import HOSTS, UID
 from tests.unit.conftest import job as build_job
@@ -146,8 +147,33 @@ def observed_pod(**changes: Any) -> dict[str, Any]:
         "annotations": {LAST_APPLIED: json.dumps(applied)}}, "status": {"phase": "Succeeded"}}
 
 
-def carry(observed: Any, image: str = IMAGE) -> dict[str, Any] | None:
-    return carried_over(observed, namespace="research", uid=UID, image=image)
+class Anywhere:
+    """Every cluster: these tests are about the Pod's own form (the cluster check is
+    ``test_a_pod_for_a_cluster_of_no_attempt_is_not_carried_over``)."""
+
+    def __contains__(self, cluster: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[ClusterRef]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def carry(observed: Any, image: str = IMAGE,
+          clusters: Collection[ClusterRef] = Anywhere()) -> dict[str, Any] | None:
+    return carried_over(observed, namespace="research", uid=UID, image=image, clusters=clusters)
+
+
+def test_a_pod_for_a_cluster_of_no_attempt_is_not_carried_over() -> None:
+    """The Pod logs in with what it mounts: one naming a host no attempt of the BatchJob used
+    (an edited annotation, say) would send the Secret's login elsewhere."""
+    ours = ClusterRef(HOSTS["slurm"], 2222, "hpc-login", False)
+    elsewhere = {"host": "attacker.example.org", "port": 22, "secretRef": {"name": "hpc-login"},
+                 "insecureSkipHostKeyCheck": True}
+    assert carry(observed_pod(cluster=elsewhere), clusters={ours}) is None
+    assert carry(observed_pod(), clusters={ours}) is not None
 
 
 def test_carried_over_redeclares_the_last_applied_configuration() -> None:

@@ -11,6 +11,7 @@ from hooks.schedulers.htcondor.parse import ATTRIBUTES
 
 SUBMIT_PROGRAM = r"""
 chmod 700 script || exit
+[ ! -e hpcbridge-run ] || chmod 700 hpcbridge-run || exit
 condor_submit -terse < submit.sub 2> condor_submit.err
 rc=$?
 msg=$(tr -s '\n\t ' '   ' < condor_submit.err)

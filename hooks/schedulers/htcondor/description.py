@@ -4,8 +4,11 @@
 the job's initial directory: the uploaded ``script`` is the executable, each proc writes
 ``<cluster>.<proc>.out``/``.err`` there (the names the log Pod lists) and the user log is
 ``job.log``. ``transfer_executable = true`` makes the same description work on pools without a
-shared filesystem (the script then travels to the execute node); with a shared filesystem
-HTCondor runs it in place, which is why the submit command makes it executable first.
+shared filesystem (the script then travels to the execute node, and ``transfer_input_files``
+takes the input files and the env file along); with a shared filesystem HTCondor runs it in
+place, which is why the submit command makes it executable first. With ``spec.env`` the
+executable is ``hooks.schedulers.files.WRAPPER``, which reads the env file and runs the
+script: the values never enter the description or the job ad.
 
 HTCondor 23.x has no ``periodic_remove_reason``: a job removed by ``periodic_remove`` gets the
 RemoveReason ``The job attribute PeriodicRemove expression '<expression>' evaluated to TRUE``.
@@ -24,6 +27,7 @@ limit's parentheses, even through a macro; ``rules`` also refuses such text earl
 from __future__ import annotations
 
 from hooks.core.model import JobRequest
+from hooks.schedulers.files import ENV_FILE, WRAPPER, input_tops
 from hooks.schedulers.htcondor.rules import KEY_ATTRIBUTE as KEY_ATTRIBUTE
 from hooks.schedulers.htcondor.rules import PERIODIC_REMOVE, USER_PERIODIC_REMOVE, HTCondorOptions
 from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER
@@ -79,7 +83,7 @@ def submit_description(job: JobRequest) -> str:
     lines = [
         f"# hpcbridge: {job.namespace}/{job.name} attempt {job.attempt}",
         "universe = vanilla",
-        "executable = script",
+        f"executable = {WRAPPER if job.environment else 'script'}",
         "transfer_executable = true",
         f"output = {OUTPUT}",
         f"error = {ERROR}",
@@ -95,6 +99,9 @@ def submit_description(job: JobRequest) -> str:
         lines.append(f"request_gpus = {res.gpus}")
     if spec.logs_follow:
         lines += ["stream_output = true", "stream_error = true"]
+    travelling = (["script", ENV_FILE] if job.environment else []) + input_tops(job)
+    if travelling:
+        lines.append(f"transfer_input_files = {', '.join(travelling)}")
     theirs = [(k, v) for k, v in opts.submit_options if k.lower() != PERIODIC_REMOVE]
     their_remove = next(
         (v for k, v in opts.submit_options if k.lower() == PERIODIC_REMOVE), None)

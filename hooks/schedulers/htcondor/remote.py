@@ -19,6 +19,13 @@ from hooks.core.model import JobRef, JobRequest, SchedulerError, SubmitOutcome, 
 from hooks.deadline import Deadline
 from hooks.schedulers import guard
 from hooks.schedulers.base import chunks
+from hooks.schedulers.files import (
+    ENV_FILE,
+    WRAPPER,
+    WRAPPER_PROGRAM,
+    input_files,
+    shell_environment,
+)
 from hooks.schedulers.htcondor import commands, parse, states
 from hooks.schedulers.htcondor.description import submit_description
 from hooks.schedulers.htcondor.states import CondorRecord
@@ -31,13 +38,26 @@ _RM_OK = re.compile(
     r"condor_rm:0:There are no jobs in the queue)"
 )
 """condor_rm lines that mean "removed, being removed, or gone already" (23.9.6 wording)."""
+_HOLD_OK = re.compile(
+    r"^(All jobs matching constraint .* have been (held|released)|"
+    r"Couldn't find/(hold|release) all jobs matching constraint .*)$"
+)
+"""condor_hold/condor_release lines that mean "done, or nothing to do": no proc matched the
+constraint (held already, started meanwhile, gone), 23.9.6 wording."""
+_HOLDABLE = {"condor_hold": 1, "condor_release": 5}
+"""The JobStatus each tool acts on: idle procs are held (a proc that started since the query
+is not evicted, which would lose its progress), held ones released."""
 
 
 class HTCondorRemote:
     def submit(self, conn: Remote, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
+        files = [("script", job.spec.script.encode()),
+                 ("submit.sub", submit_description(job).encode())]
+        if job.environment:
+            files += [(ENV_FILE, shell_environment(job.environment)),
+                      (WRAPPER, WRAPPER_PROGRAM.encode())]
         return submit_outcome(guard.submit(
-            conn, job, files=[("script", job.spec.script.encode()),
-                              ("submit.sub", submit_description(job).encode())],
+            conn, job, files=[*files, *input_files(job)],
             submit=commands.SUBMIT, lookup=commands.lookup(job.key),
             transient=commands.TRANSIENT_ERRORS, deadline=deadline))
 
@@ -78,6 +98,27 @@ class HTCondorRemote:
         result = conn.run(["condor_rm", *job_ids], deadline=deadline)
         if result.exit_status != 0 and not rm_gone_only(result):
             raise SchedulerError(f"condor_rm failed: {_last_line(result)}")
+
+
+    def hold(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        _hold_or_release(conn, "condor_hold", job_ids, deadline)
+
+    def release(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        _hold_or_release(conn, "condor_release", job_ids, deadline)
+
+
+def _hold_or_release(
+    conn: Remote, tool: str, job_ids: Sequence[str], deadline: Deadline
+) -> None:
+    if not job_ids:
+        return
+    clusters = " || ".join(f"ClusterId == {int(job)}" for job in job_ids)
+    constraint = f"({clusters}) && JobStatus == {_HOLDABLE[tool]}"
+    result = conn.run([tool, "-constraint", constraint], deadline=deadline)
+    lines = [line.strip() for line in (result.out + "\n" + result.err).splitlines()
+             if line.strip()]
+    if result.exit_status != 0 and not (lines and all(_HOLD_OK.match(x) for x in lines)):
+        raise SchedulerError(f"{tool} failed: {_last_line(result)}")
 
 
 def submit_outcome(result: Completed) -> SubmitOutcome:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from hooks.core import units
 from hooks.core.model import JobRequest
+from hooks.schedulers.files import ENV_FILE
 from hooks.schedulers.slurm.rules import SlurmOptions
 
 NAME_PREFIX = "hpcb-"
@@ -30,6 +31,23 @@ def job_name(key: str) -> str:
     return NAME_PREFIX + key
 
 
+EXPORT = ('f=$1; shift; env -0 | cat - "$f" > "$f.tmp" && mv -f -- "$f.tmp" "$f" || exit 1; '
+          '"$@"; rc=$?; rm -f -- "$f"; exit "$rc"')
+"""Shell: put the login environment before the attempt's own variables in the env file
+(``$1``, NUL-separated), run sbatch, and remove the file. ``sbatch --export-file`` gives the
+job exactly the file's variables, the last of a name winning: the job sees what a plain sbatch
+passes on, plus ``spec.env``, whose values never appear on a command line; slurmctld keeps
+them with the job, so the file is not needed once sbatch has returned."""
+
+
+def submit_argv(job: JobRequest) -> list[str]:
+    """The submission of one attempt, run in its directory: sbatch, after the env file
+    (``hooks.schedulers.guard.ENV_FILE``) has been completed when the attempt has one."""
+    if not job.environment:
+        return sbatch_argv(job)
+    return ["sh", "-c", EXPORT, "hpcbridge-export", ENV_FILE, *sbatch_argv(job)]
+
+
 def sbatch_argv(job: JobRequest) -> list[str]:
     """The sbatch command of one attempt, run in its directory."""
     spec, res = job.spec, job.spec.resources
@@ -40,6 +58,8 @@ def sbatch_argv(job: JobRequest) -> list[str]:
         f"--comment={job.namespace}/{job.name}", f"--output={pattern}.out",
         f"--error={pattern}.err",
     ]
+    if job.environment:
+        argv.append(f"--export-file={ENV_FILE}")
     named = {
         "--array": opts.array,
         "--partition": opts.partition,

@@ -13,6 +13,7 @@ from hooks.core.model import JobRef, JobRequest, SchedulerError, SubmitOutcome, 
 from hooks.deadline import Deadline
 from hooks.schedulers import guard
 from hooks.schedulers.base import chunks
+from hooks.schedulers.files import ENV_FILE, environment_file, input_files
 from hooks.schedulers.slurm import commands, states
 from hooks.schedulers.slurm.commands import NAME_PREFIX, job_name
 from hooks.schedulers.slurm.parse import active, merge, parse_sacct, parse_squeue
@@ -25,9 +26,12 @@ _JOB_ID = re.compile(r"^(\d+)$")
 
 class SlurmRemote:
     def submit(self, conn: Remote, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
+        files = [("script", job.spec.script.encode())]
+        if job.environment:
+            files.append((ENV_FILE, environment_file(job.environment)))
         return submit_outcome(guard.submit(
-            conn, job, files=[("script", job.spec.script.encode())],
-            submit=commands.sbatch_argv(job), lookup=commands.lookup(job.key),
+            conn, job, files=[*files, *input_files(job)],
+            submit=commands.submit_argv(job), lookup=commands.lookup(job.key),
             transient=commands.TRANSIENT_ERRORS, deadline=deadline))
 
     def query(
@@ -66,6 +70,17 @@ class SlurmRemote:
     def cancel(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
         if job_ids:
             _checked(conn.run(["scancel", *job_ids], deadline=deadline), "scancel")
+
+    def hold(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        # scontrol answers 0 for a job held already, or running (which a hold does not stop).
+        if job_ids:
+            _checked(conn.run(["scontrol", "hold", *job_ids], deadline=deadline),
+                     "scontrol hold")
+
+    def release(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
+        if job_ids:
+            _checked(conn.run(["scontrol", "release", *job_ids], deadline=deadline),
+                     "scontrol release")
 
 
 def submit_outcome(result: Completed) -> SubmitOutcome:
