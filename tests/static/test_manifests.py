@@ -32,6 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 REPO = Path(__file__).resolve().parents[2]
 API_DOC = REPO / "docs/batchjob-api.md"
+README = REPO / "README.md"
 CONTROLLER_SCHEMAS = Path(__file__).parent / "schemas/metacontroller-controllers.yaml"
 EXAMPLES = REPO / "examples"
 REQUESTS = EXAMPLES / "requests"
@@ -146,10 +147,32 @@ def cel_violations(spec: Object) -> list[str]:
     return failed
 
 
+def repeated_map_keys(value: Any, schema: Object, path: str = "") -> Iterator[str]:
+    """Dotted paths of the items of ``x-kubernetes-list-type: map`` lists whose keys an earlier
+    item already has: the API server refuses them, and JSON Schema cannot say so."""
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            where = f"{path}.{i}"
+            if schema.get("x-kubernetes-list-type") == "map" and isinstance(item, dict):
+                key = repr([item.get(name) for name in keys])
+                if key in seen:
+                    yield where
+                seen.add(key)
+            yield from repeated_map_keys(item, schema["items"], where)
+    elif isinstance(value, dict):
+        for name, sub in schema.get("properties", {}).items():
+            if name in value:
+                yield from repeated_map_keys(value[name], sub, f"{path}.{name}".lstrip("."))
+
+
 def batchjob_violations(batchjob: Object) -> list[str]:
-    """What the API server would reject in a BatchJob: schema paths, then CEL messages."""
-    schema = to_jsonschema(crd_schema(batchjob_crd()))
-    return schema_violations(batchjob, schema) + cel_violations(batchjob["spec"])
+    """What the API server would reject in a BatchJob: schema paths (repeated keys of map lists
+    among them), then CEL messages."""
+    crd = crd_schema(batchjob_crd())
+    paths = schema_violations(batchjob, to_jsonschema(crd)) + list(repeated_map_keys(batchjob, crd))
+    return sorted(paths) + cel_violations(batchjob["spec"])
 
 
 def locate(obj: Any, field_path: str) -> tuple[Any, str]:
@@ -173,7 +196,7 @@ def field(obj: Object, field_path: str) -> Any:
 # --- (a) examples against the CRD -----------------------------------------------------------
 
 EXAMPLE_OBJECTS = {
-    f"{path.stem}:{doc['kind']}": doc
+    f"{path.stem}:{doc['kind']}:{doc['metadata']['name']}": doc
     for path in sorted(EXAMPLES.glob("*.yaml"))
     for doc in load_all(path)
 }
@@ -199,6 +222,91 @@ def test_example_core_object_is_valid(obj: Object) -> None:
 @pytest.mark.parametrize("obj", EXAMPLE_DOCS)
 def test_example_lives_in_research(obj: Object) -> None:
     assert obj["metadata"]["namespace"] == "research"
+
+
+def test_example_names_are_unique() -> None:
+    files = [doc for path in EXAMPLES.glob("*.yaml") for doc in load_all(path)]
+    names = [(doc["kind"], doc["metadata"]["name"]) for doc in files]
+    assert len(names) == len(set(names))
+
+
+# One example for each site feature: the field it shows.
+FEATURE_EXAMPLES = {
+    "jump-slurm": "cluster.jump",
+    "certificate-slurm": "cluster.secretRef",
+    "workdir-slurm": "cluster.workDir",
+    "env-slurm": "env",
+    "inputs-slurm": "inputs",
+    "suspend-htcondor": "suspend",
+    "deadline-slurm": "activeDeadlineSeconds",
+}
+
+
+@pytest.mark.parametrize(("stem", "field_path"), FEATURE_EXAMPLES.items(), ids=FEATURE_EXAMPLES)
+def test_feature_example_shows_its_field(stem: str, field_path: str) -> None:
+    (batchjob,) = (doc for doc in load_all(EXAMPLES / f"{stem}.yaml") if doc["kind"] == "BatchJob")
+    assert field(batchjob["spec"], field_path) is not None
+    assert batchjob_violations(batchjob) == []
+
+
+def example_data(kind: str, name: str) -> dict[str, str]:
+    """The keys and values of the example Secret or ConfigMap ``name`` (stringData or data)."""
+    (obj,) = (
+        doc
+        for doc in EXAMPLE_OBJECTS.values()
+        if doc["kind"] == kind and doc["metadata"]["name"] == name
+    )
+    data: dict[str, str] = dict(obj.get("data", {}))
+    if kind == "Secret":
+        data = {key: base64.b64decode(value).decode() for key, value in data.items()}
+    return {**data, **obj.get("stringData", {})}
+
+
+def referenced_keys(spec: Object) -> Iterator[tuple[str, str, str | None]]:
+    """(kind, name, key or None for the whole object) of every Secret and ConfigMap a spec names."""
+    cluster = spec["cluster"]
+    yield "Secret", cluster["secretRef"]["name"], "username"
+    for hop in cluster.get("jump", []):
+        yield "Secret", hop.get("secretRef", cluster["secretRef"])["name"], "username"
+    for variable in spec.get("env", []):
+        for field_name, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            ref = variable.get("valueFrom", {}).get(field_name)
+            if ref is not None:
+                yield kind, ref["name"], ref["key"]
+    for entry in spec.get("inputs", []):
+        for field_name, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
+            if field_name in entry:
+                name = entry[field_name]["name"]
+                keys = [item["key"] for item in entry.get("items", [])] or [None]
+                yield from ((kind, name, key) for key in keys)
+
+
+@pytest.mark.parametrize("batchjob", EXAMPLE_BATCHJOBS)
+def test_example_objects_it_names_are_examples_too(batchjob: Object) -> None:
+    """Every Secret and ConfigMap an example BatchJob names (and every key it reads) is among
+    the examples, so that applying examples/ gives each BatchJob what it needs."""
+    for kind, name, key in referenced_keys(batchjob["spec"]):
+        data = example_data(kind, name)
+        assert key is None or key in data, f"{kind} {name} has no key {key}"
+
+
+def known_host_names(known_hosts: str) -> set[str]:
+    return {
+        name for line in known_hosts.splitlines() if line.strip() and not line.startswith("#")
+        for name in line.split()[0].split(",")
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("batchjob", EXAMPLE_BATCHJOBS)
+def test_example_known_hosts_list_each_hop(batchjob: Object) -> None:
+    """Each hop's Secret lists that hop in known_hosts (``[host]:port`` off port 22), and the
+    cluster's Secret lists the login node by the name the spec gives."""
+    cluster = batchjob["spec"]["cluster"]
+    for hop in [*cluster.get("jump", []), cluster]:
+        secret = hop.get("secretRef", cluster["secretRef"])["name"]
+        port = hop.get("port", 22)
+        name = hop["host"] if port == 22 else f"[{hop['host']}]:{port}"
+        assert name in known_host_names(example_data("Secret", secret)["known_hosts"]), secret
 
 
 def merge(base: Object, change: Object) -> Object:
@@ -323,6 +431,269 @@ def test_spec_rules(change: Object, violations: list[str]) -> None:
     assert batchjob_violations(batchjob) == violations
 
 
+HOP = {"host": "bastion.example.org"}
+ENV_VALUE = {"name": "A", "value": "1"}
+SECRET_KEY = {"secretKeyRef": {"name": "tokens", "key": "api"}}
+CONFIG_MAP_KEY = {"configMapKeyRef": {"name": "settings", "key": "mode"}}
+INPUT = {"configMap": {"name": "params"}}
+
+
+@pytest.mark.parametrize(
+    ("change", "violations"),
+    [
+        pytest.param({"cluster": {"jump": [HOP]}}, [], id="jump-host-only"),
+        pytest.param(
+            {
+                "cluster": {
+                    "jump": [
+                        {
+                            **HOP,
+                            "port": 2222,
+                            "secretRef": {"name": "bastion"},
+                            "insecureSkipHostKeyCheck": False,
+                        }
+                    ]
+                    * 3
+                }
+            },
+            [],
+            id="jump-three-full",
+        ),
+        pytest.param({"cluster": {"jump": [HOP] * 4}}, ["spec.cluster.jump"], id="jump-four"),
+        pytest.param(
+            {"cluster": {"jump": [{"port": 22}]}}, ["spec.cluster.jump.0"], id="jump-no-host"
+        ),
+        pytest.param(
+            {"cluster": {"jump": [{"host": "-oProxyCommand=x"}]}},
+            ["spec.cluster.jump.0.host"],
+            id="jump-host-dash",
+        ),
+        pytest.param(
+            {"cluster": {"jump": [{**HOP, "port": 0}]}},
+            ["spec.cluster.jump.0.port"],
+            id="jump-port-0",
+        ),
+        pytest.param(
+            {"cluster": {"jump": [{**HOP, "port": 65536}]}},
+            ["spec.cluster.jump.0.port"],
+            id="jump-port-65536",
+        ),
+        pytest.param(
+            {"cluster": {"jump": [{**HOP, "secretRef": {}}]}},
+            ["spec.cluster.jump.0.secretRef"],
+            id="jump-secret-without-name",
+        ),
+        pytest.param(
+            {"cluster": {"jump": [{**HOP, "secretRef": {"name": "Bastion"}}]}},
+            ["spec.cluster.jump.0.secretRef.name"],
+            id="jump-secret-not-dns",
+        ),
+        pytest.param(
+            {"cluster": {"workDir": "/scratch/alice/hpcbridge"}}, [], id="workdir-absolute"
+        ),
+        pytest.param({"cluster": {"workDir": "work/hpcbridge"}}, [], id="workdir-relative"),
+        pytest.param({"cluster": {"workDir": "~/work/"}}, [], id="workdir-tilde-trailing-slash"),
+        pytest.param({"cluster": {"workDir": ".hpcbridge"}}, [], id="workdir-hidden"),
+        pytest.param({"cluster": {"workDir": "/a/..b/c..."}}, [], id="workdir-dots-in-names"),
+        pytest.param({"cluster": {"workDir": "/" + "a" * 1023}}, [], id="workdir-1024"),
+        pytest.param(
+            {"cluster": {"workDir": "/" + "a" * 1024}}, ["spec.cluster.workDir"], id="workdir-1025"
+        ),
+        pytest.param(
+            {"cluster": {"workDir": ""}},
+            ["spec.cluster.workDir", "spec.cluster.workDir"],  # minLength and pattern
+            id="workdir-empty",
+        ),
+        pytest.param({"cluster": {"workDir": "/"}}, ["spec.cluster.workDir"], id="workdir-root"),
+        pytest.param({"cluster": {"workDir": "$SCRATCH/x"}}, ["spec.cluster.workDir"],
+                     id="workdir-variable"),
+        pytest.param({"cluster": {"workDir": "~alice/x"}}, ["spec.cluster.workDir"],
+                     id="workdir-other-home"),
+        pytest.param({"cluster": {"workDir": "/a/`id`"}}, ["spec.cluster.workDir"],
+                     id="workdir-backquote"),
+        pytest.param({"cluster": {"workDir": "~"}}, ["spec.cluster.workDir"], id="workdir-home"),
+        pytest.param({"cluster": {"workDir": "~/"}}, ["spec.cluster.workDir"],
+                     id="workdir-home-slash"),
+        pytest.param(
+            {"cluster": {"workDir": "/scratch/../etc"}},
+            ["spec.cluster.workDir"],
+            id="workdir-dotdot",
+        ),
+        pytest.param({"cluster": {"workDir": "../x"}}, ["spec.cluster.workDir"], id="workdir-up"),
+        pytest.param({"cluster": {"workDir": "a/./b"}}, ["spec.cluster.workDir"], id="workdir-dot"),
+        pytest.param(
+            {"cluster": {"workDir": "a//b"}}, ["spec.cluster.workDir"], id="workdir-empty-part"
+        ),
+        pytest.param(
+            {"cluster": {"workDir": "/scratch/a\nb"}},
+            ["spec.cluster.workDir"],
+            id="workdir-newline",
+        ),
+        pytest.param(
+            {"cluster": {"workDir": "/scratch/a\x85b"}},
+            ["spec.cluster.workDir"],
+            id="workdir-c1-control",
+        ),
+        pytest.param(
+            {
+                "env": [
+                    ENV_VALUE,
+                    {"name": "_B2", "value": ""},
+                    {"name": "C", "valueFrom": SECRET_KEY},
+                    {"name": "D", "valueFrom": CONFIG_MAP_KEY},
+                ]
+            },
+            [],
+            id="env-every-form",
+        ),
+        pytest.param(
+            {
+                "env": [
+                    {
+                        "name": "T",
+                        "valueFrom": {
+                            "secretKeyRef": {"name": "tokens", "key": "api", "optional": True}
+                        },
+                    }
+                ]
+            },
+            [],
+            id="env-optional",
+        ),
+        pytest.param(
+            {"env": [{"name": f"V{i}", "value": ""} for i in range(128)]}, [], id="env-128"
+        ),
+        pytest.param(
+            {"env": [{"name": f"V{i}", "value": ""} for i in range(129)]},
+            ["spec.env"],
+            id="env-129",
+        ),
+        pytest.param({"env": [ENV_VALUE, ENV_VALUE]}, ["spec.env.1"], id="env-name-twice"),
+        pytest.param(
+            {"env": [{"name": "1A", "value": ""}]}, ["spec.env.0.name"], id="env-name-digit"
+        ),
+        pytest.param(
+            {"env": [{"name": "A-B", "value": ""}]}, ["spec.env.0.name"], id="env-name-dash"
+        ),
+        pytest.param(
+            {"env": [{"name": "", "value": ""}]}, ["spec.env.0.name"], id="env-name-empty"
+        ),
+        pytest.param({"env": [{"value": "x"}]}, ["spec.env.0"], id="env-without-name"),
+        pytest.param({"env": [{"name": "A"}]}, ["spec.env.0"], id="env-without-value"),
+        pytest.param(
+            {"env": [{**ENV_VALUE, "valueFrom": SECRET_KEY}]},
+            ["spec.env.0"],
+            id="env-value-and-from",
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "value": 8}]}, ["spec.env.0.value"], id="env-value-number"
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "value": "a\x00b"}]}, ["spec.env.0.value"], id="env-value-nul"
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "valueFrom": {**SECRET_KEY, **CONFIG_MAP_KEY}}]},
+            ["spec.env.0.valueFrom"],
+            id="env-two-sources",
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "valueFrom": {}}]}, ["spec.env.0.valueFrom"], id="env-no-source"
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "tokens"}}}]},
+            ["spec.env.0.valueFrom.secretKeyRef"],
+            id="env-secret-without-key",
+        ),
+        pytest.param(
+            {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "s", "key": "a/b"}}}]},
+            ["spec.env.0.valueFrom.configMapKeyRef.key"],
+            id="env-key-with-slash",
+        ),
+        pytest.param(
+            {
+                "inputs": [
+                    {**INPUT, "path": "conf/run"},
+                    {
+                        "secret": {"name": "license", "optional": True},
+                        "items": [{"key": "lic", "path": "lic/license.dat"}],
+                    },
+                ]
+            },
+            [],
+            id="inputs-both-kinds",
+        ),
+        pytest.param({"inputs": [INPUT] * 32}, [], id="inputs-32"),
+        pytest.param({"inputs": [INPUT] * 33}, ["spec.inputs"], id="inputs-33"),
+        pytest.param({"inputs": [{}]}, ["spec.inputs.0"], id="inputs-no-source"),
+        pytest.param(
+            {"inputs": [{**INPUT, "secret": {"name": "license"}}]},
+            ["spec.inputs.0"],
+            id="inputs-two-sources",
+        ),
+        pytest.param(
+            {"inputs": [{"configMap": {}}]}, ["spec.inputs.0.configMap"], id="inputs-without-name"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "/etc"}]}, ["spec.inputs.0.path"], id="path-absolute"
+        ),
+        pytest.param({"inputs": [{**INPUT, "path": ".."}]}, ["spec.inputs.0.path"], id="path-up"),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "conf/../../x"}]},
+            ["spec.inputs.0.path"],
+            id="path-dotdot",
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "a//b"}]}, ["spec.inputs.0.path"], id="path-empty-part"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "conf/"}]}, ["spec.inputs.0.path"], id="path-trailing"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "a\tb"}]}, ["spec.inputs.0.path"], id="path-tab"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "path": "a b"}]}, ["spec.inputs.0.path"], id="path-space"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "items": [{"key": "a", "path": "a,b"}]}]},
+            ["spec.inputs.0.items.0.path"], id="item-path-comma",
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "items": []}]}, ["spec.inputs.0.items"], id="items-empty"
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "items": [{"key": "a"}]}]},
+            ["spec.inputs.0.items.0"],
+            id="item-without-path",
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "items": [{"key": "a", "path": "../a"}]}]},
+            ["spec.inputs.0.items.0.path"],
+            id="item-path-up",
+        ),
+        pytest.param(
+            {"inputs": [{**INPUT, "items": [{"key": "a", "path": "/tmp/a"}]}]},
+            ["spec.inputs.0.items.0.path"],
+            id="item-path-absolute",
+        ),
+        pytest.param({"suspend": True}, [], id="suspend"),
+        pytest.param({"suspend": "yes"}, ["spec.suspend"], id="suspend-not-boolean"),
+        pytest.param({"activeDeadlineSeconds": 1}, [], id="deadline-1"),
+        pytest.param({"activeDeadlineSeconds": 2**40}, [], id="deadline-int64"),
+        pytest.param({"activeDeadlineSeconds": 0}, ["spec.activeDeadlineSeconds"], id="deadline-0"),
+        pytest.param(
+            {"activeDeadlineSeconds": "2h"}, ["spec.activeDeadlineSeconds"], id="deadline-string"
+        ),
+    ],
+)
+def test_site_feature_rules(change: Object, violations: list[str]) -> None:
+    """The rules of the site features (jump hosts, workDir, env, inputs, suspend, deadline)
+    that the CRD can express; the hooks check the rest (docs/batchjob-api.md)."""
+    spec = merge(copy.deepcopy(MINIMAL_SPEC), change)
+    batchjob = {"apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob", "spec": spec}
+    assert batchjob_violations(batchjob) == violations
+
+
 @pytest.mark.parametrize(
     ("field_path", "default"),
     [
@@ -331,12 +702,17 @@ def test_spec_rules(change: Object, violations: list[str]) -> None:
         pytest.param("logs.pod", True, id="logs-pod"),
         pytest.param("logs.follow", False, id="logs-follow"),
         pytest.param("backoffLimit", 0, id="backoff-limit"),
+        pytest.param("cluster.jump[].port", 22, id="jump-port"),
+        pytest.param("cluster.jump[].insecureSkipHostKeyCheck", False, id="jump-insecure"),
+        pytest.param("suspend", False, id="suspend"),
     ],
 )
 def test_spec_default(field_path: str, default: object) -> None:
     schema = crd_schema(batchjob_crd())["properties"]["spec"]
     for name in field_path.split("."):
-        schema = schema["properties"][name]
+        schema = schema["properties"][name.removesuffix("[]")]
+        if name.endswith("[]"):
+            schema = schema["items"]
     assert schema["default"] is default
 
 
@@ -369,6 +745,27 @@ def undeclared(value: Any, schema: Object, path: str) -> Iterator[str]:
 def test_crd_declares_every_api_doc_field(section: str) -> None:
     schema = crd_schema(batchjob_crd())["properties"][section]
     assert list(undeclared(api_doc_block(section), schema, section)) == []
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("document", [README, API_DOC], ids=["README", "api-doc"])
+def test_local_links_resolve(document: Path) -> None:
+    """Every link to a file of the repository names one that exists, and a heading of it that
+    exists (the site features' links to their examples and API doc sections among them)."""
+    text = document.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        assert linked.exists(), target
+        if anchor:
+            assert anchor in heading_anchors(linked.read_text()), target
 
 
 def test_status_fields_are_the_api_doc_ones_plus_retries_and_cluster() -> None:
@@ -548,7 +945,6 @@ def test_decorator_controller_resources() -> None:
 
 # --- (d) the installs, as the README runs them ----------------------------------------------
 
-README = REPO / "README.md"
 SET_IMAGE = "registry.example.org/platform/hpcbridge:1.2.3"  # the tests' REGISTRY/hpcbridge:TAG
 METACONTROLLER_INSTALL = (
     "https://github.com/metacontroller/metacontroller/manifests/production?ref=v4.17.2"
