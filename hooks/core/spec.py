@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, replace
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any
 
 from hooks.core import units
@@ -142,9 +142,30 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
 
 def digest(spec: Spec) -> str:
     """What makes an attempt, as 16 hex digits: the whole spec but ``suspend`` and
-    ``activeDeadlineSeconds``, which an attempt follows while it runs."""
+    ``activeDeadlineSeconds``, which an attempt follows while it runs. Fields at their
+    defaults are left out, so that a field added to the spec later leaves the digests of
+    specs that do not use it as they were."""
     kept = replace(spec, suspend=False, active_deadline_seconds=None)
-    return hashlib.sha256(repr(astuple(kept)).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(_essence(kept)).encode()).hexdigest()[:16]
+
+
+def _essence(value: object) -> object:
+    """``value`` with every dataclass reduced to its fields that differ from their defaults,
+    by name."""
+    if is_dataclass(value) and not isinstance(value, type):
+        found = []
+        for item in fields(value):
+            current = getattr(value, item.name)
+            if item.default is not MISSING:
+                if current == item.default:
+                    continue
+            elif item.default_factory is not MISSING and current == item.default_factory():
+                continue
+            found.append((item.name, _essence(current)))
+        return (type(value).__name__, tuple(found))
+    if isinstance(value, tuple):
+        return tuple(_essence(v) for v in value)
+    return value
 
 
 def mapping(value: object, where: str) -> Mapping[str, Any]:

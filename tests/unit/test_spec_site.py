@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from hooks.core.spec import (
     MAX_INPUTS,
     MAX_JUMPS,
     SpecError,
+    _essence,
     digest,
     parse,
     relative_path,
@@ -514,3 +516,17 @@ def test_env_values_are_not_in_the_specs_repr() -> None:
     parsed = spec_of(raw_spec(env=[{"name": "PASSWORD", "value": "hunter2-literal"}]))
     assert "hunter2-literal" not in repr(parsed)
     assert "PASSWORD" in repr(parsed)
+
+
+def test_a_field_added_at_its_default_leaves_the_digest_as_it_was() -> None:
+    """An upgrade that adds a spec field must not make every running attempt's spec look
+    changed: fields at their defaults do not count."""
+    @dataclass(frozen=True)
+    class Spec:
+        script: str
+        env: tuple[str, ...] = ()
+
+    newer = make_dataclass("Spec", [("script", str), ("env", tuple, field(default=())),
+                                    ("added", int, field(default=0))], frozen=True)
+    assert _essence(Spec("#!/bin/sh")) == _essence(newer("#!/bin/sh"))
+    assert _essence(Spec("#!/bin/sh")) != _essence(newer("#!/bin/sh", added=1))
