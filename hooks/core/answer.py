@@ -53,6 +53,6 @@ def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
         return [children.log_pod(job, job_ids=new.job_ids, image=call.policy.log_image)]
     known = {c for c in (call.previous.cluster, new.cluster,
                          call.parsed.placement.cluster if call.parsed.placement else None) if c}
-    kept = children.carried_over(call.log_pod, namespace=call.namespace, uid=call.uid,
-                                 image=call.policy.log_image, clusters=known)
+    kept = children.carried_over(call.log_pod, namespace=call.namespace, name=call.name,
+                                 uid=call.uid, image=call.policy.log_image, clusters=known)
     return [kept] if kept else []

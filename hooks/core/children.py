@@ -136,7 +136,7 @@ def _secret_volumes(cluster: ClusterRef) -> tuple[list[dict[str, Any]], list[dic
 
 
 def carried_over(
-    observed: Mapping[str, Any] | None, *, namespace: str, uid: str, image: str,
+    observed: Mapping[str, Any] | None, *, namespace: str, name: str, uid: str, image: str,
     clusters: Collection[ClusterRef],
 ) -> dict[str, Any] | None:
     """An observed log Pod declared again exactly as it was last applied, if it is one the
@@ -148,7 +148,8 @@ def carried_over(
     attempt's Pod replaces it; re-declaring its last-applied configuration changes nothing.
     The annotation is anyone's to edit, so it is never answered as it stands: the Pod is
     rebuilt from what it names (attempt, scheduler, host, directory, jobs) and carried over
-    only when the rebuilt Pod is the annotation, to the letter.
+    only when the rebuilt Pod is the annotation, to the letter, and is this BatchJob's
+    (``name``) log Pod: a Pod of another name would be a child the BatchJob never had.
     """
     applied = _applied(observed)
     if applied is None:
@@ -156,6 +157,8 @@ def carried_over(
     try:
         job, job_ids = _recognised(applied, namespace, uid)
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    if job.name != name:
         return None
     if job.spec.cluster not in clusters:
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,12 +63,6 @@ def resolve(
         return Unresolved(Reason.INVALID_SPEC, str(err))
     size = sum(len(n) + len(v.encode()) for n, v in environment) + sum(
         len(f.path) + len(f.content) for f in inputs)
-    names = sum(len(f.path) for f in inputs)
-    if len(inputs) > MAX_FILES or names > MAX_NAME_BYTES:
-        return Unresolved(Reason.INVALID_SPEC,
-                          f"spec.inputs come to {len(inputs)} files with paths of {names} "
-                          f"bytes together; an attempt carries at most {MAX_FILES} files with "
-                          f"paths of at most {MAX_NAME_BYTES // 1024} KiB together.")
     if size > MAX_PAYLOAD:
         return Unresolved(Reason.INVALID_SPEC,
                           f"spec.env and spec.inputs come to {size} bytes; an attempt carries "
@@ -106,7 +101,7 @@ def _files(
 ) -> tuple[InputFile, ...]:
     files: dict[str, InputFile] = {}
     owners: dict[str, str] = {}
-    folders: set[str] = set()
+    names = 0
     for index, item in enumerate(inputs):
         where = f"spec.inputs[{index}]"
         data = _data(item.kind, item.name, objects, namespace, item.optional, where)
@@ -124,14 +119,34 @@ def _files(
             if reserved_file(path):
                 raise SpecError(f"{where}: {shown(path)} is a name the hooks use in the job's "
                                 "directory; rename it with items.")
-            parents = [path[:i] for i, c in enumerate(path) if c == "/"]
-            if path in files or path in folders or any(p in files for p in parents):
-                clash = owners.get(path) or "another input"
-                raise SpecError(f"{where}: {shown(path)} is written by {clash} too.")
+            if path in files:
+                raise SpecError(f"{where}: {shown(path)} is written by {owners[path]} too.")
+            # Checked as the files come, so that no number of items costs more than the limits.
+            names += len(path)
+            if len(files) >= MAX_FILES or names > MAX_NAME_BYTES:
+                raise SpecError(f"spec.inputs come to at least {len(files) + 1} files with "
+                                f"paths of at least {names} bytes together; an attempt carries "
+                                f"at most {MAX_FILES} files with paths of at most "
+                                f"{MAX_NAME_BYTES // 1024} KiB together.")
             files[path] = InputFile(path, data[key])
             owners[path] = where
-            folders.update(parents)
+    clash = _nested(files)
+    if clash is not None:
+        order = list(files)
+        later = max(clash, key=order.index)
+        raise SpecError(f"{owners[later]}: {shown(later)} is written by another input too.")
     return tuple(files.values())
+
+
+def _nested(files: Mapping[str, object]) -> tuple[str, str] | None:
+    """A file whose path is a directory of another file's, as (that file, the other): in the
+    order of their components, a path is directly followed by one inside it if any is. Linear
+    in the paths' length, whatever their depth."""
+    ordered = sorted(files, key=lambda path: path.split("/"))
+    for outer, inner in itertools.pairwise(ordered):
+        if inner.startswith(outer + "/"):
+            return outer, inner
+    return None
 
 
 def _data(

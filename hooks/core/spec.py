@@ -272,7 +272,7 @@ def work_dir(value: object, where: str) -> str:
         raise SpecError(f"{where} must be a directory path of at most {MAX_PATH} characters "
                         "other than / and ~.")
     path = value.removeprefix("~/").rstrip("/") if value != "/" else value
-    rooted = path.startswith("/")
+    rooted = value.startswith("/")  # "~//x" is an empty component under ~/, not /x
     parts = (path[1:] if rooted else path).split("/")
     if (has_control(path) or any(part in ("", ".", "..") or part.startswith("~")
                                  for part in parts)

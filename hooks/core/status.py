@@ -19,6 +19,11 @@ CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachab
                    "Suspended")
 SPEC_HASH = re.compile(r"[0-9a-f]{16}")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+TASK_ID = re.compile(r"([0-9]{1,20})(?:[_.+][0-9]{1,10}|_\[[0-9,%-]{1,256}\])?")
+"""A task id as the schedulers report one, group 1 its job: SLURM's ``4242``, ``4242_3``,
+``4242+1`` or ``4242_[1-3]``, HTCondor's ``15.3``. Stored ids go to scheduler commands
+(``scontrol hold``, ``scancel``, ``condor_rm``), so nothing else is ever taken: no option
+(``-u``), no list (``1,2``) and no ``jobname=``."""
 INT64 = 2**63 - 1
 
 
@@ -71,7 +76,7 @@ def from_raw(raw: object) -> Status:
         reason=_enum(Reason, raw.get("reason"), Reason.NONE),
         message=_text(raw.get("message")),
         backend=_text(raw.get("backend")),
-        job_ids=tuple(str(i) for i in _list(raw.get("jobIDs")) if isinstance(i, (str, int))),
+        job_ids=_job_ids(raw.get("jobIDs")),
         attempt=_count(raw.get("attempt")),
         attempt_generation=_count(raw.get("attemptGeneration")),
         retries=_count(raw.get("retries")),
@@ -247,6 +252,18 @@ def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
 def _login_raw(host: str, port: int, secret: str, insecure: bool) -> dict[str, Any]:
     return {"host": host, "port": port, "secretRef": {"name": secret},
             "insecureSkipHostKeyCheck": insecure}
+
+
+def _job_ids(value: object) -> tuple[str, ...]:
+    """The stored task ids of the attempt, if they are all of one job and of a scheduler's
+    form; else none (a sync then submits the attempt again, and its guard answers the job id
+    it recorded)."""
+    ids = [i if isinstance(i, str) else str(i) if 0 <= i < 10**20 else "" for i in _list(value)
+           if isinstance(i, (str, int)) and not isinstance(i, bool)]
+    found = [TASK_ID.fullmatch(i) for i in ids]
+    if not all(found) or len({m.group(1) for m in found if m}) > 1:
+        return ()
+    return tuple(ids)
 
 
 def _spec_hash(value: object) -> str:

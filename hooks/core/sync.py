@@ -171,7 +171,9 @@ def _observed(
     new = lifecycle.observed(prev, plan, summary, backend=where.backend,
                              generation=generation(call, prev),
                              backoff_limit=spec.backoff_limit if spec else 0)
-    jobs = tuple(sorted({call.rules[where.backend].job_id(task) for task in new.job_ids}))
+    # Only jobs the scheduler showed under the attempt's name or key are held, released or
+    # cancelled: the stored status (the ids expected but not visible yet) is anyone's to edit.
+    jobs = tuple(sorted({call.rules[where.backend].job_id(task.task_id) for task in result}))
     limit = spec.active_deadline_seconds if spec else None
     if not new.finished and limit is not None and (
             call.now - submitted_at).total_seconds() >= limit:
@@ -179,6 +181,8 @@ def _observed(
                                             now=response.format_time(call.now))
         if new.active == 0:  # nothing the scheduler shows is left to cancel
             return _ended(call, prev, plan, where, access, ref, ended, again)
+        if not jobs:  # cancelled once the scheduler shows the attempt's jobs
+            return _after(call, prev, new, again)
         return Step(where, access, Cancel(jobs),
                     lambda done: _ended(call, prev, plan, where, access, ref, ended, again)
                     if not isinstance(done, Trouble)
@@ -209,6 +213,9 @@ def _suspension(
         return _after(call, prev, lifecycle.running_not_suspended(new), again)
     if spec.suspend and held:
         return _after(call, prev, lifecycle.held(new, jobs), again)
+    if not jobs:  # not visible yet: held or released once the scheduler shows them
+        kept = lifecycle.held(new, new.job_ids) if lifecycle.held_by_hooks(prev) else new
+        return _after(call, prev, kept, again)
     if spec.suspend and new.phase is Phase.PENDING:
         return Step(where, access, Hold(jobs), lambda done: _after(
             call, prev, lifecycle.held(new, jobs) if not isinstance(done, Trouble)

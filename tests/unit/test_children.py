@@ -163,7 +163,8 @@ class Anywhere:
 
 def carry(observed: Any, image: str = IMAGE,
           clusters: Collection[ClusterRef] = Anywhere()) -> dict[str, Any] | None:
-    return carried_over(observed, namespace="research", uid=UID, image=image, clusters=clusters)
+    return carried_over(observed, namespace="research", name="hello", uid=UID, image=image,
+                        clusters=clusters)
 
 
 def test_a_pod_for_a_cluster_of_no_attempt_is_not_carried_over() -> None:

@@ -97,7 +97,8 @@ def observed(applied: dict[str, Any]) -> dict[str, Any]:
 
 
 def carry(pod_: dict[str, Any]) -> dict[str, Any] | None:
-    return carried_over(pod_, namespace="research", uid=UID, image=IMAGE, clusters=Anywhere())
+    return carried_over(pod_, namespace="research", name="hello", uid=UID, image=IMAGE,
+                        clusters=Anywhere())
 
 
 ROUTES = [

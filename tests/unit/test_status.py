@@ -260,7 +260,7 @@ def test_printer_columns_read_rendered_fields() -> None:
                      id="bad-counts"),
         pytest.param({"exitCode": "3"}, Status(), id="exit-code-text"),
         pytest.param({"submitTime": ""}, Status(), id="empty-time"),
-        pytest.param({"jobIDs": ["1", 2, None]}, Status(job_ids=("1", "2")), id="mixed-ids"),
+        pytest.param({"jobIDs": ["7_1", 7, None]}, Status(job_ids=("7_1", "7")), id="mixed-ids"),
         pytest.param({"conditions": [{"type": "ClusterReachable", "status": ["True"],
                                       "reason": 7}]}, Status(), id="reachability-not-text"),
     ],
