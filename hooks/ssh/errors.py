@@ -32,5 +32,10 @@ class ClusterUnreachable(SSHError):
     """No SSH session could be had: network, DNS, sshd down, or too slow."""
 
 
+class HostUnreachable(ClusterUnreachable):
+    """Nothing answered as an SSH server before any login (no TCP connection, no banner, no key
+    exchange): the host's trouble, whatever the credentials."""
+
+
 class CommandTimeout(ClusterUnreachable):
     """A remote command ran past its deadline (it is killed on the remote side as well)."""

@@ -108,11 +108,11 @@ def _dial(leg: Leg, deadline: Deadline) -> socket.socket:
     try:
         sock = socket.create_connection((leg.host, leg.port), timeout=_left(deadline))
     except UnicodeError as err:
-        raise errors.ClusterUnreachable(
+        raise errors.HostUnreachable(
             leg.error_host, f"{leg.host!r} is not a host name"
             + (" (a jump host)" if leg.jump else "")) from err
     except OSError as err:
-        raise errors.ClusterUnreachable(
+        raise errors.HostUnreachable(
             leg.error_host, f"cannot reach {leg.name} port {leg.port}: {err.strerror or err}"
         ) from err
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -149,7 +149,7 @@ def _handshake(
     except (paramiko.SSHException, OSError, EOFError) as err:
         if deadline.left() < 1:  # paramiko's banner timeout, which is ours
             raise _timed_out(transport, leg) from err
-        raise errors.ClusterUnreachable(
+        raise errors.HostUnreachable(
             leg.error_host, f"SSH handshake with {leg.name} failed: {err}") from err
     if not transport.is_active() or not transport.initial_kex_done:
         # start_client returns when its timeout passes, handshake done or not.
@@ -170,10 +170,10 @@ def _handshake(
             leg.error_host, f"the host key of {where} ({shown}) is not in {known_hosts}")
 
 
-def _timed_out(transport: paramiko.Transport, leg: Leg) -> errors.ClusterUnreachable:
+def _timed_out(transport: paramiko.Transport, leg: Leg) -> errors.HostUnreachable:
     stage = ("it sent no SSH banner" if not transport.remote_version
              else f"{transport.remote_version} did not finish the key exchange")
-    return errors.ClusterUnreachable(
+    return errors.HostUnreachable(
         leg.error_host, f"the SSH handshake with {leg.name} port {leg.port} timed out: {stage}")
 
 

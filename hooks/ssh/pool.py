@@ -7,8 +7,11 @@ connection carries at most ``max_channels`` concurrent commands, below OpenSSH's
 ``MaxSessions 10``; a dead connection is dropped and the next call reconnects. Connecting is
 single-flight per key: concurrent calls wait for one handshake, and a failed one answers every
 call for the next ``FAILED_SECONDS`` at once (a blackholed host would otherwise hold a thread
-per sync for the whole connect timeout). ``evict_idle`` closes connections nobody used for a
-while (a rotated key's, say), so the pool holds only what is in use.
+per sync for the whole connect timeout). A host that did not answer as an SSH server before
+any login (``errors.HostUnreachable``) is remembered for every credential set of the same
+route as well: one BatchJob's wait for a dead login node answers the others at once.
+``evict_idle`` closes connections nobody used for a while (a rotated key's, say), so the pool
+holds only what is in use.
 
 Jump hosts are pooled too: the connection to a jump host (keyed like a target, by its host,
 port, host-key choice, credentials and its own jump hosts) carries the tunnels of every pooled
@@ -158,6 +161,8 @@ class Pool:
         self._connector = connector
         self._slots: dict[str, _Slot] = {}
         self._hops: dict[str, _HopSlot] = {}
+        self._unreachable: dict[tuple[str, int, tuple[str, ...]], _Connecting] = {}
+        """By host, port and route (its jump hosts' keys): the last pre-login failure."""
         self._lock = threading.Lock()
 
     @contextmanager
@@ -193,7 +198,11 @@ class Pool:
         deadline: Deadline,
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
-        failure = slot.recent_failure(target.host)
+        address = (target.host, target.port, slot.route)
+        with self._lock:
+            host = self._unreachable.get(address)
+        failure = slot.recent_failure(target.host) or (
+            host.recent_failure(target.host) if host else None)
         if failure is not None:
             raise failure
         cluster = f"{target.host}:{target.port}"
@@ -202,6 +211,9 @@ class Pool:
             conn = self._connector(target, credentials, deadline, via, None)
         except errors.SSHError as err:
             slot.failed(err)
+            if isinstance(err, errors.HostUnreachable):
+                with self._lock:
+                    self._unreachable.setdefault(address, _Connecting()).failed(err)
             self._metrics.ssh_connect(cluster, ok=False)
             raise
         slot.failure = None
@@ -261,6 +273,9 @@ class Pool:
             for key in unused:
                 del self._hops[key]
             kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
+            for address, memory in list(self._unreachable.items()):
+                if memory.recent_failure("") is None:
+                    del self._unreachable[address]
         for slot in idle.values():
             if slot.conn is not None:
                 slot.conn.conn.close()
