@@ -32,7 +32,9 @@ COPY --from=build /opt/hpcbridge /opt/hpcbridge
 WORKDIR /app
 COPY hooks/ hooks/
 
-# The hook server and the log fetcher (python -m hooks.logs, the log Pods' command).
+# The hook server and the log fetcher (python -m hooks.logs, the log Pods' command). The hooks
+# listen on 8080; 9090 is the probes' port (/healthz, /metrics) that deploy/ turns on with
+# HPCBRIDGE_METRICS_PORT.
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 9090
 CMD ["gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"]

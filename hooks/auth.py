@@ -6,11 +6,12 @@ Two settings, read once when the app is built (``Policy.from_env``), each on its
   ignored, as Metacontroller trims the value it sends). A hook call must carry
   ``Authorization: Bearer <token>``; the comparison takes the same time whatever the token
   sent. Unset: no token is asked for.
-* ``HPCBRIDGE_TLS_CLIENT_CA`` is the CA of the client certificates. gunicorn asks every TLS
-  client for a certificate and fails the handshake on one that this CA did not sign
-  (``hooks/gunicorn_conf.py``); a client may also present none, so that the kubelet's probes
-  reach ``/healthz``. A hook call must then have come over a connection that presented a
-  verified certificate. Unset: no certificate is asked for.
+* ``HPCBRIDGE_TLS_CLIENT_CA`` is the CA of the client certificates. The server fails the TLS
+  handshake of a client that presents no certificate or one that this CA did not sign
+  (``hooks/server.py``; the kubelet probes ``/healthz`` on the plain port of
+  ``HPCBRIDGE_METRICS_PORT`` instead). The app checks it once more: a hook call must have come
+  over a connection whose certificate the handshake verified. Unset: no certificate is asked
+  for.
 
 The app applies the policy to every view but ``/healthz`` and ``/metrics``. Standard library
 only.
@@ -26,8 +27,9 @@ from typing import Any
 
 TOKEN_FILE = "HPCBRIDGE_AUTH_TOKEN_FILE"
 CLIENT_CA = "HPCBRIDGE_TLS_CLIENT_CA"
-SOCKET = "gunicorn.socket"
-"""The WSGI environ key under which gunicorn passes the connection's socket."""
+PEER_CERTIFICATE = "hpcbridge.peer_certificate"
+"""The WSGI environ key under which the server passes the client certificate that the TLS
+handshake verified (``ssl.SSLSocket.getpeercert()``'s dict); absent without one."""
 
 
 def read_token(path: str) -> bytes:
@@ -63,14 +65,10 @@ def token_allows(expected: bytes | None, authorization: str | None) -> bool:
 
 def presented_certificate(environ: Mapping[str, Any]) -> bool:
     """Whether the request's connection presented a client certificate that the TLS handshake
-    verified: a verified peer certificate is a non-empty dict, no certificate is None."""
-    getpeercert = getattr(environ.get(SOCKET), "getpeercert", None)
-    if getpeercert is None:  # plain HTTP, or not served by gunicorn
-        return False
-    try:
-        return bool(getpeercert())
-    except (OSError, ValueError):  # not connected, or the handshake is not done
-        return False
+    verified: a verified peer certificate is a non-empty dict; plain HTTP, a connection without
+    one or another server leave none."""
+    certificate = environ.get(PEER_CERTIFICATE)
+    return isinstance(certificate, dict) and bool(certificate)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,11 @@
 """gunicorn settings for the hook server (``make run`` and the container use these).
 
-The hooks spend their time waiting on SSH, so one worker process runs many threads: every
-sync in the server then shares one set of SSH connections and one status cache per cluster.
+The hooks spend their time waiting on SSH, so one worker process serves them all: every sync
+then shares one set of SSH connections and one status cache per cluster. Its worker class is
+the product's front (``hooks.server``): an asyncio loop reads every request whole, within the
+header and body deadlines, answers /healthz itself, and hands the hook calls to a bounded set of
+threads (``HPCBRIDGE_THREADS``, at most ``HPCBRIDGE_CLUSTER_THREADS`` per cluster), so that
+neither slow clients nor a cluster that does not answer can take the server down.
 """
 
 import gc
@@ -9,14 +13,17 @@ import logging
 import os
 
 from hooks.logformat import JSONFormatter
+from hooks.server import probe_port
 
-bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8080')}"
 workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
-worker_class = "gthread"
-threads = int(os.environ.get("HPCBRIDGE_THREADS", "16"))
+worker_class = "hooks.server.Worker"
+worker_connections = 1000
+"""Connections one worker process keeps open at most; one more is closed at once."""
 timeout = 60
+"""Seconds the worker's loop may stall before the master restarts the worker."""
 graceful_timeout = 30
 keepalive = 75
+"""Seconds an idle kept-alive connection stays open (Go's clients keep theirs for 90 s)."""
 accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
 errorlog = "-"
 loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
@@ -50,16 +57,15 @@ def post_worker_init(worker: object) -> None:
     logging.getLogger("hooks.calls").setLevel(calls)
 
 
-# --- TLS, client certificates and the metrics port (README "Security") ----------------------
+# --- TLS, client certificates and the probes' port (README "Security") ----------------------
 # HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY (PEM files) serve the hooks over HTTPS; unset, the
-# server speaks plain HTTP (`make run`). HPCBRIDGE_TLS_CLIENT_CA makes gunicorn ask every client
-# for a certificate and fail the handshake on one that this CA did not sign. It does not make
-# one compulsory (CERT_OPTIONAL): the kubelet presents none when it probes /healthz. The app
-# itself refuses every other path to a connection without one (hooks/auth.py, which reads the
-# same variable). gunicorn builds the TLS context from the files for each new connection, so a
-# renewed certificate or CA is used without a restart. HPCBRIDGE_METRICS_PORT serves /metrics
-# once more on a port of its own, in plain HTTP, for the scraper alone (started by the
-# post_worker_init hook above, which this block wraps).
+# server speaks plain HTTP (`make run`). HPCBRIDGE_TLS_CLIENT_CA makes the TLS handshake on the
+# hook port require a client certificate that this CA signed (CERT_REQUIRED): a client without
+# one never reaches the HTTP layer. The app checks the verified certificate once more
+# (hooks/auth.py, which reads the same variable). The server builds the TLS context again when
+# a file changes, so a renewed certificate or CA is used without a restart. HPCBRIDGE_METRICS_PORT
+# adds a port of its own, in plain HTTP, that serves /healthz and /metrics only: for the
+# kubelet's probes, which present no client certificate, and for the scraper.
 
 
 def _tls() -> tuple[str | None, str | None, str | None, int]:
@@ -71,44 +77,11 @@ def _tls() -> tuple[str | None, str | None, str | None, int]:
         raise ValueError("set HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY together, or neither")
     if client_ca is not None and cert is None:
         raise ValueError("HPCBRIDGE_TLS_CLIENT_CA needs HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY")
-    return cert, key, client_ca, ssl.CERT_OPTIONAL if client_ca else ssl.CERT_NONE
-
-
-def _metrics_port() -> int | None:
-    text = os.environ.get("HPCBRIDGE_METRICS_PORT") or None
-    if text is None:
-        return None
-    if not text.isdigit() or not 0 < int(text) < 65536 or text == os.environ.get("PORT", "8080"):
-        raise ValueError(f"HPCBRIDGE_METRICS_PORT={text!r} is not a free port number beside PORT")
-    return int(text)
+    return cert, key, client_ca, ssl.CERT_REQUIRED if client_ca else ssl.CERT_NONE
 
 
 certfile, keyfile, ca_certs, cert_reqs = _tls()
-metrics_host, metrics_port = os.environ.get("HOST", "127.0.0.1"), _metrics_port()
-
-
-def _serve_metrics(worker: object) -> None:
-    """Serve the app's own registry (the one behind its /metrics) on the metrics port. With
-    several worker processes only the first to start gets the port: like the hook port's
-    /metrics, it shows one worker's counts."""
-    if metrics_port is None:
-        return
-    from prometheus_client import start_http_server
-
-    app = getattr(worker, "wsgi", None)  # the Flask app, loaded before post_worker_init
-    registry = app.extensions["hpcbridge"].runtime.metrics.registry  # type: ignore[union-attr]
-    try:
-        start_http_server(metrics_port, addr=metrics_host, registry=registry)
-    except OSError as error:
-        logging.getLogger("hooks").warning("metrics are not served on port %d: %s",
-                                           metrics_port, error)
-
-
-def _post_worker_init_and_metrics(worker: object) -> None:
-    _worker_post_worker_init(worker)
-    _serve_metrics(worker)
-
-
-_worker_post_worker_init = post_worker_init
-post_worker_init = _post_worker_init_and_metrics
-# --- end of TLS, client certificates and the metrics port -----------------------------------
+host, metrics_port = os.environ.get("HOST", "127.0.0.1"), probe_port(os.environ)
+bind = [f"{host}:{os.environ.get('PORT', '8080')}",
+        *([f"{host}:{metrics_port}"] if metrics_port else [])]
+# --- end of TLS, client certificates and the probes' port -----------------------------------

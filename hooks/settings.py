@@ -1,4 +1,5 @@
-"""Hook-server settings, read once from the environment by the app factory, and checked.
+"""Hook-server settings, read once from the environment by the app factory and by the server's
+front (``hooks.server``: threads, read timeouts, body cap), and checked.
 
 Some settings bound others: a submission guard with no job id is taken over after
 ``HPCBRIDGE_GUARD_STALE`` seconds, so that must exceed the longest a remote command can run
@@ -49,6 +50,22 @@ ENVIRONMENT = {
         "HPCBRIDGE_MAX_BODY",
         "bytes a request body may have; a larger one is answered 413 without being read",
     ),
+    "threads": (
+        "HPCBRIDGE_THREADS",
+        "threads per process that run hook calls: the most that may wait on SSH at once",
+    ),
+    "cluster_threads": (
+        "HPCBRIDGE_CLUSTER_THREADS",
+        "of those, the most that calls for one cluster (host and port) may hold at once",
+    ),
+    "header_timeout": (
+        "HPCBRIDGE_HEADER_TIMEOUT",
+        "seconds a client has for a request's head (on a new connection, with the TLS handshake)",
+    ),
+    "body_timeout": (
+        "HPCBRIDGE_BODY_TIMEOUT",
+        "seconds a client has for a request's body, from the end of its head",
+    ),
 }
 
 
@@ -65,6 +82,12 @@ class Settings:
     idle_seconds: float = 600.0
     max_body: int = 8 * 1024 * 1024
     """Far above the largest real request: a 256 KiB script and a few Secrets."""
+    threads: int = 64
+    cluster_threads: int = 16
+    """Above Metacontroller's concurrent syncs (``--workers``, 5 by default), so that only a
+    cluster that stalls makes its calls wait for one another."""
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -77,6 +100,9 @@ class Settings:
                 f"HPCBRIDGE_COMMAND_TIMEOUT ({self.command_timeout:g} s) plus the {OVERRUN} s "
                 "a command may overrun it, or a sync could take over a submission that is "
                 "still running")
+        if self.cluster_threads > self.threads:
+            raise ValueError(f"HPCBRIDGE_CLUSTER_THREADS ({self.cluster_threads}) cannot exceed "
+                             f"HPCBRIDGE_THREADS ({self.threads})")
         if self.sync_budget < OVERRUN + 1:
             raise ValueError(f"HPCBRIDGE_SYNC_BUDGET ({self.sync_budget:g} s) leaves no time "
                              f"for a command, which may overrun its limit by {OVERRUN} s")

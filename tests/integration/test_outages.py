@@ -464,10 +464,10 @@ def test_blackholed_host_answers_unreachable_in_time(
 ACTIVE = 50
 OUTAGE_SECONDS = 60.0
 SYNC_WORKERS = 16
-"""Syncs at once: as many as the hook server has threads (gunicorn_conf), so none of them waits
-in its queue. While SLURM's controller is down every sync waits for a failing squeue (it tries
-for ~18 s; the remote timeout ends it at 15 s), so one pass over the 50 BatchJobs takes about a
-minute."""
+"""Syncs at once: as many as the hook server lets the calls for one cluster run at once
+(HPCBRIDGE_CLUSTER_THREADS), so none of them waits in its queue. While SLURM's controller is
+down every sync waits for a failing squeue (it tries for ~18 s; the remote timeout ends it at
+15 s), so one pass over the 50 BatchJobs takes about a minute."""
 ACTIVE_PHASES = {"PENDING": "Pending", "RUNNING": "Running"}
 
 

@@ -1,6 +1,6 @@
 """The hook server as deploy/ runs it: HTTPS with a private CA, Metacontroller's client
-certificate (mutual TLS) and its bearer token, /healthz open to probes that present no
-certificate, and /metrics in plain HTTP on a port of its own.
+certificate (mutual TLS, required by the handshake itself) and its bearer token, and the
+probes' port: /healthz and /metrics in plain HTTP, open to probes that present no certificate.
 
 gunicorn starts as the ``hook_server`` fixture starts it, plus the TLS settings; the CA and the
 certificates are made here, in a temporary directory. No test cluster is needed: the hook
@@ -145,9 +145,14 @@ class Server:
     pki: Pki
 
 
+HEADER_TIMEOUT = 2.0
+"""The server's HPCBRIDGE_HEADER_TIMEOUT here: a stalled handshake is cut off after it."""
+
+
 def tls_env(pki: Pki, port: int, metrics_port: int) -> dict[str, str]:
     return {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
             "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test",
+            "HPCBRIDGE_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
             "HPCBRIDGE_TLS_CERT": str(pki.server.cert), "HPCBRIDGE_TLS_KEY": str(pki.server.key),
             "HPCBRIDGE_TLS_CLIENT_CA": str(pki.ca.cert),
             "HPCBRIDGE_AUTH_TOKEN_FILE": str(pki.token),
@@ -167,7 +172,7 @@ def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
     url = f"https://127.0.0.1:{port}"
     try:
         try:
-            wait_serving(url, within=60, verify=str(pki.ca.cert))
+            wait_serving(f"http://127.0.0.1:{metrics_port}", within=60)
         except RuntimeError as error:
             raise RuntimeError(f"{error}: {log.read_text()}") from None
         yield Server(url, f"http://127.0.0.1:{metrics_port}", port, pki)
@@ -186,18 +191,26 @@ def customize(server: Server, *, cert: Issued | None = None,
                          timeout=10)
 
 
-def test_healthz_needs_no_client_certificate_nor_token(server: Server) -> None:
-    """As the kubelet's HTTPS probe asks: with no certificate and no token."""
-    answer = requests.get(f"{server.url}/healthz", verify=str(server.pki.ca.cert), timeout=10)
+def test_healthz_needs_no_client_certificate_nor_token_on_the_probes_port(
+        server: Server) -> None:
+    """As the kubelet's probe asks: plain HTTP, with no certificate and no token."""
+    answer = requests.get(f"{server.metrics_url}/healthz", timeout=10)
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+
+
+def test_the_hook_port_answers_healthz_to_a_client_with_a_certificate(server: Server) -> None:
+    answer = requests.get(f"{server.url}/healthz", verify=str(server.pki.ca.cert),
+                          cert=server.pki.client.pair, timeout=10)
     assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
 
 
 def test_the_server_proves_its_name_with_the_private_ca(server: Server) -> None:
     answer = requests.get(f"https://localhost:{server.port}/healthz",
-                          verify=str(server.pki.ca.cert), timeout=10)
+                          verify=str(server.pki.ca.cert), cert=server.pki.client.pair,
+                          timeout=10)
     assert answer.ok
-    with pytest.raises(requests.exceptions.SSLError):
-        requests.get(f"{server.url}/healthz", timeout=10)  # the system's CAs do not know it
+    with pytest.raises(requests.exceptions.SSLError):  # the system's CAs do not know it
+        requests.get(f"{server.url}/healthz", cert=server.pki.client.pair, timeout=10)
 
 
 def test_a_hook_call_with_certificate_and_token_is_answered(server: Server) -> None:
@@ -206,11 +219,19 @@ def test_a_hook_call_with_certificate_and_token_is_answered(server: Server) -> N
     assert answer.json()["relatedResources"][0]["resource"] == "secrets"
 
 
-def test_a_hook_call_without_client_certificate_is_refused(server: Server) -> None:
-    answer = customize(server)
-    assert answer.status_code == 401
-    assert answer.json() == {"error": "unauthorized", "message":
-                             "a client certificate signed by the hooks' client CA is required"}
+@pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize", "/healthz"])
+def test_a_client_without_a_certificate_fails_the_handshake(server: Server, path: str) -> None:
+    """The TLS layer itself requires the certificate: such a client never reaches HTTP."""
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.post(f"{server.url}{path}", data=CUSTOMIZE,
+                      headers={**JSON, "Authorization": f"Bearer {TOKEN}"},
+                      verify=str(server.pki.ca.cert), timeout=10)
+
+
+def test_a_stalled_handshake_is_cut_off_after_the_header_timeout(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+        raw.sendall(b"\x16\x03\x01")  # the start of a ClientHello, and nothing more
+        assert raw.recv(1024) == b""  # closed by the server, no more than its timeout later
 
 
 @pytest.mark.parametrize(("authorization", "message"), [
@@ -273,6 +294,7 @@ def test_the_metrics_port_serves_no_hooks(server: Server) -> None:
 
 def served_certificate(server: Server) -> x509.Certificate:
     context = ssl.create_default_context(cafile=str(server.pki.ca.cert))
+    context.load_cert_chain(*server.pki.client.pair)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
             context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
         der = tls.getpeercert(binary_form=True)

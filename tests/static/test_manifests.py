@@ -1223,12 +1223,12 @@ DEPLOYMENT_SETTINGS = [
     ),
     pytest.param(
         f"{HOOKS}.readinessProbe.httpGet",
-        {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
+        {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
         id="ready",
     ),
     pytest.param(
         f"{HOOKS}.livenessProbe.httpGet",
-        {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
+        {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
         id="live",
     ),
     pytest.param(
@@ -1706,7 +1706,7 @@ def dockerfile_stages() -> list[list[str]]:
         pytest.param("WORKDIR /app", id="workdir"),
         pytest.param("COPY hooks/ hooks/", id="copy-hooks"),
         pytest.param("USER 65532:65532", id="user"),
-        pytest.param("EXPOSE 8080", id="expose"),
+        pytest.param("EXPOSE 8080 9090", id="expose"),
         pytest.param(
             'CMD ["gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"]',
             id="cmd",

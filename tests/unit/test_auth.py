@@ -20,20 +20,12 @@ CUSTOMIZE = json.loads((REPO / "examples/requests/customize.json").read_text())
 TOKEN = b"0123456789abcdef"
 
 
-class Socket:
-    """What the app sees of a connection: ``getpeercert()`` as ssl.SSLSocket answers it."""
+Connection = dict[str, Any]
+"""What the app sees of a connection: the WSGI environ keys the server sets for it."""
 
-    def __init__(self, peer: object) -> None:
-        self.peer = peer
-
-    def getpeercert(self) -> Any:
-        if isinstance(self.peer, Exception):
-            raise self.peer
-        return self.peer
-
-
-VERIFIED = Socket({"subject": ((("commonName", "metacontroller"),),)})
-NO_CERTIFICATE = Socket(None)
+VERIFIED: Connection = {
+    auth.PEER_CERTIFICATE: {"subject": ((("commonName", "metacontroller"),),)}}
+NO_CERTIFICATE: Connection = {}
 
 
 @pytest.mark.parametrize(("header", "allowed"), [
@@ -79,12 +71,11 @@ def test_an_unusable_token_file_stops_the_app(
 
 
 @pytest.mark.parametrize(("environ", "presented"), [
-    pytest.param({"gunicorn.socket": VERIFIED}, True, id="verified"),
-    pytest.param({"gunicorn.socket": NO_CERTIFICATE}, False, id="none-presented"),
-    pytest.param({"gunicorn.socket": Socket({})}, False, id="not-verified"),
-    pytest.param({"gunicorn.socket": Socket(ValueError("handshake"))}, False, id="no-handshake"),
-    pytest.param({"gunicorn.socket": object()}, False, id="plain-socket"),
-    pytest.param({}, False, id="no-socket"),
+    pytest.param(VERIFIED, True, id="verified"),
+    pytest.param(NO_CERTIFICATE, False, id="none-presented"),
+    pytest.param({auth.PEER_CERTIFICATE: {}}, False, id="not-verified"),
+    pytest.param({auth.PEER_CERTIFICATE: None}, False, id="none"),
+    pytest.param({auth.PEER_CERTIFICATE: "CN=metacontroller"}, False, id="not-a-certificate"),
 ])
 def test_presented_certificate(environ: dict[str, Any], presented: bool) -> None:
     assert auth.presented_certificate(environ) is presented
@@ -103,14 +94,14 @@ def test_policy_from_env(tmp_path: Path) -> None:
 def test_policy_refusal_checks_the_certificate_first() -> None:
     policy = auth.Policy(TOKEN, client_certificate=True)
     good = "Bearer " + TOKEN.decode()
-    assert policy.refusal(good, {"gunicorn.socket": VERIFIED}) is None
-    assert policy.refusal(good, {"gunicorn.socket": NO_CERTIFICATE}) == (
+    assert policy.refusal(good, VERIFIED) is None
+    assert policy.refusal(good, NO_CERTIFICATE) == (
         "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, {"gunicorn.socket": NO_CERTIFICATE}) == (
+    assert policy.refusal(None, NO_CERTIFICATE) == (
         "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, {"gunicorn.socket": VERIFIED}) == (
+    assert policy.refusal(None, VERIFIED) == (
         "an Authorization: Bearer token is required")
-    assert policy.refusal("Bearer x", {"gunicorn.socket": VERIFIED}) == (
+    assert policy.refusal("Bearer x", VERIFIED) == (
         "the bearer token is not the one the hooks accept")
     assert auth.Policy().refusal(None, {}) is None
 
@@ -128,11 +119,10 @@ def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FlaskClient:
     return create_app(runtime=runtime()).test_client()
 
 
-def call(client: FlaskClient, path: str, *, socket: Socket = VERIFIED,
+def call(client: FlaskClient, path: str, *, connection: Connection = VERIFIED,
          authorization: str | None = "Bearer " + TOKEN.decode()) -> Any:
     headers = {"Authorization": authorization} if authorization else {}
-    return client.post(path, json=CUSTOMIZE, headers=headers,
-                       environ_base={"gunicorn.socket": socket})
+    return client.post(path, json=CUSTOMIZE, headers=headers, environ_base=connection)
 
 
 def test_the_app_answers_a_call_with_certificate_and_token(secured: FlaskClient) -> None:
@@ -142,14 +132,15 @@ def test_the_app_answers_a_call_with_certificate_and_token(secured: FlaskClient)
 
 
 @pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize", "/nowhere"])
-@pytest.mark.parametrize(("socket", "authorization"), [
+@pytest.mark.parametrize(("connection", "authorization"), [
     pytest.param(NO_CERTIFICATE, "Bearer " + TOKEN.decode(), id="no-certificate"),
     pytest.param(VERIFIED, None, id="no-token"),
     pytest.param(VERIFIED, "Bearer wrong", id="wrong-token"),
 ])
 def test_the_app_refuses_other_calls_with_a_json_401(
-        secured: FlaskClient, path: str, socket: Socket, authorization: str | None) -> None:
-    answer = call(secured, path, socket=socket, authorization=authorization)
+        secured: FlaskClient, path: str, connection: Connection, authorization: str | None
+) -> None:
+    answer = call(secured, path, connection=connection, authorization=authorization)
     assert answer.status_code == 401
     assert answer.json["error"] == "unauthorized"
     assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
@@ -157,7 +148,7 @@ def test_the_app_refuses_other_calls_with_a_json_401(
 
 @pytest.mark.parametrize("path", ["/healthz", "/metrics"])
 def test_healthz_and_metrics_stay_open(secured: FlaskClient, path: str) -> None:
-    answer = secured.get(path, environ_base={"gunicorn.socket": NO_CERTIFICATE})
+    answer = secured.get(path, environ_base=NO_CERTIFICATE)
     assert answer.status_code == 200
 
 

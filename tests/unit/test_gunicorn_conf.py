@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hooks import gunicorn_conf
+from hooks.settings import Settings
 from tests.driver import serving
 
 
@@ -24,9 +26,23 @@ def restored_logging() -> Iterator[None]:
     gc.unfreeze()
 
 
-def test_threads_in_one_process_by_default() -> None:
-    assert (gunicorn_conf.worker_class, gunicorn_conf.workers) == ("gthread", 1)
-    assert gunicorn_conf.threads >= 8
+def test_one_process_with_the_front_by_default() -> None:
+    """One worker process, whose front runs the hooks in threads (hooks.server)."""
+    assert (gunicorn_conf.worker_class, gunicorn_conf.workers) == ("hooks.server.Worker", 1)
+    settings = Settings()
+    assert settings.threads >= 2 * settings.cluster_threads >= 2 * 8
+
+
+def test_the_probes_port_is_bound_beside_the_hook_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPCBRIDGE_METRICS_PORT", "9090")
+    monkeypatch.setenv("PORT", "8080")
+    monkeypatch.delenv("HOST", raising=False)
+    conf = importlib.reload(gunicorn_conf)
+    try:
+        assert conf.bind == ["127.0.0.1:8080", "127.0.0.1:9090"]
+    finally:
+        monkeypatch.undo()
+        importlib.reload(gunicorn_conf)
 
 
 def test_no_control_socket() -> None:

@@ -1,0 +1,225 @@
+"""hooks.server's parts that need no socket: the lane of a call, the admission to the hook
+threads, request targets, the probes' port setting and the TLS files' reload. The server itself
+is tested end to end in tests/integration/test_slow_clients.py and test_tls.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hooks import server
+
+REPO = Path(__file__).resolve().parents[2]
+SYNC = json.loads((REPO / "examples/requests/sync-running.json").read_text())
+
+
+def body(cluster: object, key: str = "parent", **parent: object) -> bytes:
+    return json.dumps({key: {"spec": {"cluster": cluster}, **parent}}).encode()
+
+
+@pytest.mark.parametrize(("path", "request_body", "lane"), [
+    pytest.param("/sync", json.dumps(SYNC).encode(), "login.hpc.example.org:22", id="sync"),
+    pytest.param("/finalize", body({"host": "Login.Example.org", "port": 2222}),
+                 "login.example.org:2222", id="finalize-host-case-folded"),
+    pytest.param("/sync", body({"host": "h"}, key="object"), "h:22", id="decorator-default-port"),
+    pytest.param("/sync", body({"host": "new"}, status={"cluster": {"host": "old", "port": 2}}),
+                 "old:2", id="the-attempt-under-way-stays-on-its-cluster"),
+    pytest.param("/sync", body({"host": "new"}, status={"phase": "Pending"}), "new:22",
+                 id="no-attempt-yet"),
+    pytest.param("/customize", json.dumps(SYNC).encode(), "", id="customize-contacts-nobody"),
+    pytest.param("/sync", b"not json", "", id="not-json"),
+    pytest.param("/sync", b"[1]", "", id="not-an-object"),
+    pytest.param("/sync", body({"host": 7}), "", id="host-not-text"),
+    pytest.param("/sync", body("login"), "", id="cluster-not-an-object"),
+    pytest.param("/sync", body({"host": "h", "port": [[[]]]}), "h:22", id="port-not-a-number"),
+    pytest.param("/sync", body({"host": "h", "port": True}), "h:22", id="port-a-boolean"),
+    pytest.param("/sync", body({"host": "h", "pad": "x" * server.LANE_PARSE_LIMIT}), "",
+                 id="too-large-to-parse-on-the-loop"),
+])
+def test_cluster_of(path: str, request_body: bytes, lane: str) -> None:
+    assert server.cluster_of(path, request_body) == lane
+
+
+@pytest.mark.parametrize(("target", "path", "query"), [
+    pytest.param(b"/sync", "/sync", "", id="plain"),
+    pytest.param(b"/metrics?name=x&y", "/metrics", "name=x&y", id="query"),
+    pytest.param(b"/a%20b%2Fc", "/a b/c", "", id="percent-decoded"),
+    pytest.param(b"/%C3%A9", "/\xc3\xa9", "", id="bytes-as-latin-1"),
+    pytest.param(b"http://hooks:8080/healthz?x", "/healthz", "x", id="absolute-form"),
+])
+def test_split_target(target: bytes, path: str, query: str) -> None:
+    assert server.split_target(target) == (path, query)
+
+
+@pytest.mark.parametrize(("env", "port"), [
+    pytest.param({}, None, id="unset"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": ""}, None, id="empty"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "9090"}, 9090, id="set"),
+])
+def test_probe_port(env: dict[str, str], port: int | None) -> None:
+    assert server.probe_port(env) == port
+
+
+@pytest.mark.parametrize("value", ["0", "65536", "90x", "8080"])
+def test_a_probe_port_that_cannot_be_refuses_to_start(value: str) -> None:
+    with pytest.raises(ValueError, match="is not a free port number beside PORT"):
+        server.probe_port({"HPCBRIDGE_METRICS_PORT": value, "PORT": "8080"})
+
+
+# --- the gate ------------------------------------------------------------------------------
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_the_gate_keeps_each_lane_to_its_share_and_the_rest_to_the_others() -> None:
+    async def scenario() -> list[str]:
+        gate = server.Gate(total=3, per_lane=2)
+        order: list[str] = []
+
+        async def call(name: str, lane: str, hold: asyncio.Event) -> None:
+            await gate.enter(lane)
+            order.append(name)
+            await hold.wait()
+            gate.leave(lane)
+
+        stuck, quick = asyncio.Event(), asyncio.Event()
+        quick.set()
+        tasks = [asyncio.create_task(call(f"stuck-{i}", "dead:22", stuck)) for i in range(4)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(call("other", "alive:22", quick)))
+        await asyncio.sleep(0.01)
+        assert (gate.running, len(gate.waiting)) == (2, 2)  # the third thread stayed free
+        stuck.set()
+        await asyncio.gather(*tasks)
+        assert (gate.running, gate.lanes, gate.waiting) == (0, {}, type(gate.waiting)())
+        return order
+
+    assert run(scenario()) == ["stuck-0", "stuck-1", "other", "stuck-2", "stuck-3"]
+
+
+def test_the_gate_admits_in_order_of_arrival_within_the_total() -> None:
+    async def scenario() -> list[str]:
+        gate = server.Gate(total=1, per_lane=1)
+        order: list[str] = []
+        release = asyncio.Event()
+
+        async def call(name: str, lane: str) -> None:
+            await gate.enter(lane)
+            order.append(name)
+            await release.wait()
+            gate.leave(lane)
+
+        tasks = []
+        for name, lane in (("a", "x"), ("b", "y"), ("c", "x"), ("d", "z")):
+            tasks.append(asyncio.create_task(call(name, lane)))
+            await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(*tasks)
+        return order
+
+    assert run(scenario()) == ["a", "b", "c", "d"]
+
+
+def test_a_call_whose_client_left_while_it_waited_takes_no_thread() -> None:
+    async def scenario() -> None:
+        gate = server.Gate(total=1, per_lane=1)
+        await gate.enter("x")
+        waiting = asyncio.create_task(gate.enter("y"))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not gate.waiting
+        gate.leave("x")
+        assert (gate.running, gate.lanes) == (0, {})
+
+    run(scenario())
+
+
+def test_a_call_admitted_as_its_client_left_gives_its_thread_back() -> None:
+    async def scenario() -> None:
+        gate = server.Gate(total=1, per_lane=1)
+        await gate.enter("x")
+        waiting = asyncio.create_task(gate.enter("y"))
+        await asyncio.sleep(0)
+        gate.leave("x")  # admits the waiting call...
+        waiting.cancel()  # ...whose client leaves before it runs
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert (gate.running, gate.lanes, len(gate.waiting)) == (0, {}, 0)
+
+    run(scenario())
+
+
+# --- the TLS files -------------------------------------------------------------------------
+
+
+def make_pair(directory: Path, name: str) -> tuple[Path, Path]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def test_the_tls_context_is_built_again_when_a_file_changes(tmp_path: Path) -> None:
+    cert, key = make_pair(tmp_path, "first")
+    tls = server.ServerTLS(str(cert), str(key), None, ssl.CERT_NONE, None,
+                           logging.getLogger("test"))
+    first = tls.context()
+    assert tls.context() is first  # unchanged files: the same context
+    new_cert, new_key = make_pair(tmp_path, "second")
+    os.replace(new_key, key)
+    os.replace(new_cert, cert)
+    assert tls.context() is not first
+
+
+def test_half_replaced_tls_files_keep_the_previous_context(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cert, key = make_pair(tmp_path, "first")
+    tls = server.ServerTLS(str(cert), str(key), None, ssl.CERT_NONE, None,
+                           logging.getLogger("test"))
+    first = tls.context()
+    _, other_key = make_pair(tmp_path, "second")
+    os.replace(other_key, key)  # the new key is there, its certificate not yet
+    with caplog.at_level(logging.WARNING):
+        assert tls.context() is first
+    assert "keep the previous certificate" in caplog.text
+
+
+def test_without_usable_tls_files_there_is_no_context(tmp_path: Path) -> None:
+    tls = server.ServerTLS(str(tmp_path / "none.crt"), str(tmp_path / "none.key"), None,
+                           ssl.CERT_NONE, None, logging.getLogger("test"))
+    with pytest.raises(OSError):
+        tls.context()
+
+
+def test_a_client_ca_makes_the_certificate_compulsory(tmp_path: Path) -> None:
+    cert, key = make_pair(tmp_path, "hooks")
+    tls = server.ServerTLS(str(cert), str(key), str(cert), ssl.CERT_REQUIRED, None,
+                           logging.getLogger("test"))
+    assert tls.context().verify_mode is ssl.CERT_REQUIRED
