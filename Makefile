@@ -5,7 +5,7 @@ VENV := .venv
 PORT ?= 8080
 HOST ?= 127.0.0.1
 
-.PHONY: run test lint unit demo bench bench-follow lock clean
+.PHONY: run test lint unit demo bench bench-follow bench-slow lock clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -38,6 +38,9 @@ bench: $(VENV)/.dev
 
 bench-follow: $(VENV)/.dev
 	@BENCH_MODULE=bench.follow bash bench/run.sh $(BENCH_ARGS)
+
+bench-slow: $(VENV)/.dev
+	@BENCH_MODULE=bench.slow_clients bash bench/run.sh $(BENCH_ARGS)
 
 # requirements.lock: every package of the image at an exact version with its hashes, resolved
 # from requirements.txt for the image's Python (the Dockerfile installs it with --require-hashes).

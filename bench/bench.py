@@ -37,6 +37,7 @@ from bench import report
 from hooks import gunicorn_conf
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
+from hooks.settings import Settings
 from hooks.ssh import errors as ssh_errors
 from hooks.ssh.client import Target
 from hooks.ssh.login import connect
@@ -302,7 +303,8 @@ def write(results: dict[str, Any], path: Path, command: str) -> str:
         "127.0.0.1 with OpenSSH's default MaxSessions 10; jobs submitted `--hold`, so all stay "
         "active (pending)",
         f"- hook server: `make run`'s configuration (gunicorn, {gunicorn_conf.workers} "
-        f"process, {gunicorn_conf.threads} threads, status TTL {server_ttl():g} s)",
+        f"process, {Settings.from_env(os.environ).threads} hook threads, status TTL "
+        f"{server_ttl():g} s)",
         f"- command: `{command}`; {results['concurrency']} concurrent syncs"
         + (" (Metacontroller's default `--workers`)" if results["concurrency"] == WORKERS
            else f" (Metacontroller with `--workers={results['concurrency']}`)"),

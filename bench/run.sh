@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench` and `make bench-follow`: bring up the SLURM test cluster, run the benchmark
-# module (BENCH_MODULE, bench.bench by default), stop what this run started.
+# `make bench`, `make bench-follow` and `make bench-slow`: bring up the SLURM test cluster, run
+# the benchmark module (BENCH_MODULE, bench.bench by default), stop what this run started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "make bench needs root: it brings up the SLURM test cluster" >&2; exit 1; }
