@@ -41,6 +41,8 @@ Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | No
 """Opens one leg of a route: ``(target, credentials, deadline, via, toward)`` as
 ``hooks.ssh.login.connect_leg`` takes them."""
 FAILED_SECONDS = 10.0
+Address = tuple[str, int, tuple[str, ...]]
+"""A host, its port, and the pool keys of the jump hosts it is reached through."""
 """How long a failed connect answers for its key without another attempt."""
 
 
@@ -161,7 +163,7 @@ class Pool:
         self._connector = connector
         self._slots: dict[str, _Slot] = {}
         self._hops: dict[str, _HopSlot] = {}
-        self._unreachable: dict[tuple[str, int, tuple[str, ...]], _Connecting] = {}
+        self._unreachable: dict[Address, _Connecting] = {}
         """By host, port and route (its jump hosts' keys): the last pre-login failure."""
         self._lock = threading.Lock()
 
@@ -199,10 +201,7 @@ class Pool:
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
         address = (target.host, target.port, slot.route)
-        with self._lock:
-            host = self._unreachable.get(address)
-        failure = slot.recent_failure(target.host) or (
-            host.recent_failure(target.host) if host else None)
+        failure = slot.recent_failure(target.host) or self._unanswered(address, target.host)
         if failure is not None:
             raise failure
         cluster = f"{target.host}:{target.port}"
@@ -211,9 +210,7 @@ class Pool:
             conn = self._connector(target, credentials, deadline, via, None)
         except errors.SSHError as err:
             slot.failed(err)
-            if isinstance(err, errors.HostUnreachable):
-                with self._lock:
-                    self._unreachable.setdefault(address, _Connecting()).failed(err)
+            self._remember(address, err)
             self._metrics.ssh_connect(cluster, ok=False)
             raise
         slot.failure = None
@@ -239,7 +236,9 @@ class Pool:
             if slot.hop is not None:
                 slot.hop.close()
                 slot.hop = None
-            failure = slot.recent_failure(target.host)
+            address = (hop.host, hop.port, route_keys(hop))
+            failure = (slot.recent_failure(target.host)
+                       or self._unanswered(address, target.host))
             if failure is not None:
                 raise failure
             try:
@@ -247,11 +246,23 @@ class Pool:
                 slot.hop = self._connector(hop, jump.credentials, deadline, via, target.host)
             except errors.SSHError as err:
                 slot.failed(err)
+                self._remember(address, err)
                 raise
             slot.failure = None
             return slot.hop
         finally:
             slot.lock.release()
+
+    def _unanswered(self, address: Address, host: str) -> errors.SSHError | None:
+        """The recent pre-login failure of the host at ``address``, for a call to ``host``."""
+        with self._lock:
+            memory = self._unreachable.get(address)
+        return memory.recent_failure(host) if memory else None
+
+    def _remember(self, address: Address, err: errors.SSHError) -> None:
+        if isinstance(err, errors.HostUnreachable):
+            with self._lock:
+                self._unreachable.setdefault(address, _Connecting()).failed(err)
 
     def _drop(self, slot: _Slot, conn: PooledConnection) -> None:
         with slot.lock:

@@ -152,6 +152,20 @@ def test_a_host_that_never_answered_answers_every_credential_set_at_once() -> No
     assert len(connector.made) == 2  # another route tries for itself (its jump host fails)
 
 
+def test_a_jump_host_that_never_answered_answers_every_login_to_it_at_once() -> None:
+    """A blackholed bastion costs one connect timeout, whoever logs in to it and whatever
+    login node lies behind it."""
+    connector = Refusing(errors.HostUnreachable)
+    shared = Pool(Metrics(), connector=connector)
+    for user, host in (("alice", "login-a"), ("bob", "login-b")):
+        bastion = (Jump("bastion.example.org", 22, False, Credentials(user, password=user)),)
+        with pytest.raises(errors.HostUnreachable), shared.open(
+                Target(host, 22, jump=bastion), Credentials(user, password=user),
+                deadline=Deadline.after(5)):
+            pass
+    assert len(connector.made) == 1
+
+
 @pytest.mark.parametrize("error", [errors.AuthenticationFailed, errors.HostKeyMismatch,
                                    errors.ClusterUnreachable])
 def test_a_failure_after_the_handshake_stays_with_its_credentials(
