@@ -394,6 +394,8 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.eof = True
         self.readable.set()
+        if self.queued and self.task is not None:
+            self.task.cancel()  # a client that closed its side while its call waits: gone
         # Plain TCP stays half open, for the answer to a request complete before the EOF;
         # asyncio's TLS transport cannot.
         return self.listener.tls is None
@@ -412,8 +414,16 @@ class Connection(asyncio.Protocol):
         self.writable.set()
 
     def close(self) -> None:
+        """Close once what was written is sent; reset the connection if that is not read
+        within the header timeout (else a client that reads nothing keeps its socket open for
+        as long as it likes, outside ``worker_connections``)."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+            asyncio.get_running_loop().call_later(self.front.header_timeout, self.reset)
+
+    def reset(self) -> None:
+        if not self.lost and self.transport is not None:
+            self.transport.abort()
 
     # -- the connection ---------------------------------------------------------------------
 
@@ -495,6 +505,9 @@ class Connection(asyncio.Protocol):
             if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
                 return
             h.start_next_cycle()
+            # Pipelined requests take turns with the other connections (and with the news that
+            # this one was lost), else a client's read-ahead would hold the loop for seconds.
+            await asyncio.sleep(0)
 
     async def read_request(self, h: h11.Connection,
                            deadline: float) -> tuple[h11.Request, bytes] | None:

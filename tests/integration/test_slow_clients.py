@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import json
+import select
 import socket
 import threading
 import time
@@ -229,6 +230,33 @@ def test_a_kept_alive_connection_serves_one_request_after_the_other(strict: str)
         assert session.get(f"{strict}/healthz", timeout=10).json() == {"status": "ok"}
 
 
+
+def tcp_state(conn: socket.socket) -> int:
+    """The kernel's state of a TCP socket (Linux's ``tcp_info.tcpi_state``)."""
+    return conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+def test_a_client_that_reads_no_answer_is_let_go(strict: str) -> None:
+    """A client pipelines requests and never reads the answers. Once they fill the socket's
+    buffers and the client has read none for the header timeout, the server drops the
+    connection: closing it the polite way would wait for the client to read, and so keep its
+    socket and buffers, outside worker_connections, for as long as the client likes."""
+    established, pipeline = 1, b"GET /healthz HTTP/1.1\r\nHost: hooks\r\n\r\n" * 100_000
+    with socket.socket() as conn:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window from the start
+        conn.connect(address(strict))
+        conn.setblocking(False)
+        sent = 0
+        while sent < len(pipeline) and select.select([], [conn], [], 2.0)[1]:
+            with suppress(BlockingIOError):
+                sent += conn.send(pipeline[sent:])
+        for _ in range(600):  # a bound for a failing server only; the test takes what it takes
+            if tcp_state(conn) != established:
+                break
+            time.sleep(0.1)
+        assert tcp_state(conn) != established
+
+
 # --- a cluster that never answers ----------------------------------------------------------
 
 
@@ -286,3 +314,39 @@ def test_syncs_stuck_on_one_cluster_leave_threads_for_the_others(tmp_path: Path)
     # Two connected at a time, never more; the last two were answered with the host's
     # remembered failure without connecting again.
     assert len(blackhole.held) == 2
+
+
+def hook_calls(url: str, hook: str) -> float:
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(f'hpcbridge_hook_requests_total{{hook="{hook}"'))
+
+
+def test_a_call_whose_client_closes_while_it_waits_is_dropped(tmp_path: Path) -> None:
+    """One hook thread per cluster: sync A holds it, stuck on a cluster that never answers;
+    sync B waits for it, and its client closes the connection (as Go's client does at its
+    timeout) over plain HTTP. B is dropped: after A, only C (sent last) runs."""
+    blackhole = Blackhole()
+    try:
+        with serving(tmp_path / "gunicorn.log", HPCBRIDGE_THREADS="2",
+                     HPCBRIDGE_CLUSTER_THREADS="1", HPCBRIDGE_CONNECT_TIMEOUT="5",
+                     HPCBRIDGE_LOG_IMAGE="hpcbridge:test") as url, \
+                concurrent.futures.ThreadPoolExecutor(2) as pool:
+            before = hook_calls(url, "sync")
+            first = pool.submit(requests.post, f"{url}/sync", headers=JSON, timeout=60,
+                                data=sync_for("127.0.0.1", blackhole.port))
+            while not blackhole.held:  # A is connecting
+                time.sleep(0.05)
+            body = sync_for("127.0.0.1", blackhole.port)
+            with socket.create_connection(address(url), timeout=30) as waiting:
+                waiting.sendall(b"POST /sync HTTP/1.1\r\nHost: hooks\r\n"
+                                b"Content-Type: application/json\r\n"
+                                + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                time.sleep(0.5)  # read by the server, and waiting for A's thread
+            last = pool.submit(requests.post, f"{url}/sync", headers=JSON, timeout=60,
+                               data=sync_for("127.0.0.1", blackhole.port))
+            assert first.result().status_code == last.result().status_code == 200
+            assert hook_calls(url, "sync") == before + 2
+    finally:
+        blackhole.close()
+

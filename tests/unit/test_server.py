@@ -5,6 +5,7 @@ is tested end to end in tests/integration/test_slow_clients.py and test_tls.py."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -223,3 +224,97 @@ def test_a_client_ca_makes_the_certificate_compulsory(tmp_path: Path) -> None:
     tls = server.ServerTLS(str(cert), str(key), str(cert), ssl.CERT_REQUIRED, None,
                            logging.getLogger("test"))
     assert tls.context().verify_mode is ssl.CERT_REQUIRED
+
+
+# --- a connection, over a transport of the test's ------------------------------------------
+
+
+class Transport(asyncio.Transport):
+    """What a connection writes, in order; at write number ``fail_after``, the socket fails as
+    a reset one does in asyncio: the transport is closing at once, ``connection_lost`` comes
+    later, and asyncio drops (and warns about) each write meanwhile."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.fail_after = fail_after
+        self.closing = False
+        self.protocol: server.Connection | None = None
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}.get(
+            name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written.append(bytes(data))
+        if len(self.written) == self.fail_after:
+            self.lose()
+
+    def lose(self) -> None:
+        self.closing = True
+        assert self.protocol is not None
+        asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        if not self.closing:
+            self.lose()
+
+    abort = close
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def can_write_eof(self) -> bool:
+        return False
+
+
+def connected(transport: Transport) -> server.Connection:
+    front = server.Front(None, server.Settings(), keepalive=75.0,  # type: ignore[arg-type]
+                         max_connections=10, multiprocess=False, log=logging.getLogger("test"))
+    front.access_log = False  # gunicorn's logger writes it; the standard one has no access()
+    conn = server.Connection(front, server.Listener(None, probes=False))
+    transport.protocol = conn
+    conn.connection_made(transport)
+    return conn
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: hooks\r\n\r\n"
+
+
+def test_pipelined_requests_take_turns_with_the_rest_of_the_loop() -> None:
+    """A client that pipelines many requests (and reads the answers at once) must not hold
+    the loop until its read-ahead is answered: /healthz and the worker's heartbeat wait."""
+    async def scenario() -> list[int]:
+        transport = Transport()
+        conn = connected(transport)
+        conn.data_received(HEALTHZ * 50)
+        answered_by_turn = []
+        while len(transport.written) < 50:
+            answered_by_turn.append(len(transport.written))
+            await asyncio.sleep(0)  # one turn of the loop for everything else
+        conn.eof_received()
+        assert conn.task is not None
+        await conn.task
+        return [later - earlier for earlier, later in itertools.pairwise(answered_by_turn)]
+
+    assert max(run(scenario())) <= 1
+
+
+def test_no_answer_is_written_to_a_connection_that_failed() -> None:
+    """asyncio reports a failed write later (``connection_lost``); meanwhile the pipelined
+    requests of a client that went away are not answered into the void."""
+    async def scenario() -> list[bytes]:
+        transport = Transport(fail_after=2)
+        conn = connected(transport)
+        conn.data_received(HEALTHZ * 50)
+        assert conn.task is not None
+        await conn.task
+        return transport.written
+
+    assert len(run(scenario())) == 2
