@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime
 import email.utils
 import http
@@ -67,8 +68,12 @@ from hooks.settings import Settings
 
 MAX_HEAD = 64 * 1024
 """Bytes a request's head (request line and headers) may have: 431 beyond."""
-READ_AHEAD = 256 * 1024
+READ_AHEAD = 64 * 1024
 """Bytes read from a client ahead of the parser before reading from it pauses."""
+RECEIVE_BUFFER = 32 * 1024
+"""The kernel's receive buffer of each accepted socket (``SO_RCVBUF``, which Linux doubles):
+it bounds one read, so that a connection holds at most about ``READ_AHEAD`` plus 64 KiB of
+what its client sent ahead (1000 connections: well under the Pod's memory limit)."""
 BODY_BUDGET = 8
 """Request bodies held at once, in multiples of ``HPCBRIDGE_MAX_BODY``."""
 LANE_PARSE_LIMIT = 1024 * 1024
@@ -379,6 +384,10 @@ class Connection(asyncio.Protocol):
                             len(self.front.connections))
             transport.abort()
             return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         if self.listener.tls is not None:
             transport.pause_reading()  # until the handshake takes the connection over
         self.front.connections.add(self)
