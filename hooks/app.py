@@ -101,7 +101,7 @@ def healthz() -> Response:
 @bp.get("/metrics")
 def metrics_page() -> Response:
     registry = _executor().runtime.metrics.registry
-    return Response(prometheus_client.generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(prometheus_client.generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
 @bp.before_app_request

@@ -162,6 +162,11 @@ def test_metrics_lists_every_hook_and_cache_series_from_the_start() -> None:
         assert f'hpcbridge_status_cache_total{{result="{result}"}}' in page
 
 
+def test_metrics_are_served_as_prometheus_text_with_one_charset() -> None:
+    answer = client(NoCluster()).get("/metrics")
+    assert answer.headers["Content-Type"] == "text/plain; version=1.0.0; charset=utf-8"
+
+
 def test_a_hook_call_is_counted_by_outcome() -> None:
     app = client(NoCluster())
 
