@@ -191,6 +191,19 @@ def htcondor() -> Cluster:
     return up_or_unavailable("htcondor")
 
 
+BACKENDS = [
+    pytest.param("slurm", marks=pytest.mark.slurm),
+    pytest.param("htcondor", marks=pytest.mark.htcondor),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """The test cluster of each backend in turn."""
+    found: Cluster = request.getfixturevalue(request.param)
+    return found
+
+
 @dataclass(frozen=True)
 class Route:
     """A login node as a client reaches it through the bastion: by a name only the bastion

@@ -128,19 +128,6 @@ SCHEDULERS = {
     ),
 }
 
-BACKENDS = [
-    pytest.param("slurm", marks=pytest.mark.slurm),
-    pytest.param("htcondor", marks=pytest.mark.htcondor),
-]
-
-
-@pytest.fixture(params=BACKENDS)
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    """The test cluster of each backend in turn."""
-    found: Cluster = request.getfixturevalue(request.param)
-    return found
-
-
 @pytest.fixture
 def scheduler(cluster: Cluster) -> Scheduler:
     return SCHEDULERS[cluster.backend]

@@ -50,12 +50,6 @@ if [ -e hpcbridge-env ]; then stat -c '%a %n' hpcbridge-env; else echo "no env f
 """
 
 
-@pytest.fixture(params=["slurm", "htcondor"])
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    found: Cluster = request.getfixturevalue(request.param)
-    return found
-
-
 @pytest.fixture(scope="module")
 def logged_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A hook server of its own, whose log the secrets test reads."""

@@ -16,24 +16,12 @@ import pytest
 
 from tests.integration.conftest import Bastion, Cluster
 
-BACKENDS = [
-    pytest.param("slurm", marks=pytest.mark.slurm),
-    pytest.param("htcondor", marks=pytest.mark.htcondor),
-]
-
 OPTIONS = [
     "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
     "-o", "IdentityAgent=none", "-o", "StrictHostKeyChecking=yes",
     "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
 ]
 """OpenSSH client options: nothing from ~/.ssh or /etc/ssh, only the key and host keys given."""
-
-
-@pytest.fixture(params=BACKENDS)
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    """The test cluster of each backend in turn."""
-    found: Cluster = request.getfixturevalue(request.param)
-    return found
 
 
 def private(path: Path, text: str) -> Path:

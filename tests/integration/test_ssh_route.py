@@ -23,18 +23,6 @@ from hooks.ssh.login import connect
 from hooks.ssh.pool import Pool
 from tests.integration.conftest import Bastion, Cluster, unavailable
 
-BACKENDS = [
-    pytest.param("slurm", marks=pytest.mark.slurm),
-    pytest.param("htcondor", marks=pytest.mark.htcondor),
-]
-
-
-@pytest.fixture(params=BACKENDS)
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    """The test cluster of each backend in turn."""
-    found: Cluster = request.getfixturevalue(request.param)
-    return found
-
 
 @pytest.fixture
 def pool() -> Iterator[Pool]:

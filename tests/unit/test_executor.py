@@ -91,7 +91,7 @@ def request(*, backoff_limit: int = 0, status: dict[str, Any] | None = None) -> 
 class Loop:
     """Metacontroller in miniature: each answer's status goes into the next request."""
 
-    def __init__(self, scheduler: RecordingSlurm, body: dict[str, Any],
+    def __init__(self, scheduler: SlurmRules, body: dict[str, Any],
                  pool: FakePool | None = None) -> None:
         self.scheduler, self.body = scheduler, body
         self.pool = pool or FakePool()

@@ -5,7 +5,6 @@ and input files handed to the submission."""
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,10 +21,10 @@ from hooks.core.model import (
     TaskState,
 )
 from hooks.deadline import Deadline
-from hooks.executor import Executor
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote, Target
-from tests.unit.conftest import NOW, UID, FakeConnection, FakePool, runtime
+from tests.unit import test_executor
+from tests.unit.conftest import UID, FakeConnection, FakePool
 from tests.unit.site_requests import LOGIN, config_map, login_secret, request, secret
 
 SECRET_VALUE = "executor-secret-value"
@@ -94,20 +93,13 @@ class RoutePool(FakePool):
             yield conn
 
 
-class Loop:
-    """Metacontroller in miniature: each answer's status goes into the next request."""
+class Loop(test_executor.Loop):
+    """The executor tests' Metacontroller in miniature, over a pool that keeps the targets it
+    opened, and with spec edits."""
 
     def __init__(self, scheduler: RecordingSlurm, body: dict[str, Any],
                  pool: RoutePool | None = None) -> None:
-        self.scheduler, self.body = scheduler, body
-        self.pool = pool or RoutePool()
-        self.now = NOW
-
-    def sync(self) -> dict[str, Any]:
-        rt = runtime(self.pool, schedulers={"slurm": self.scheduler}, now=self.now)
-        answer = Executor(rt).sync(copy.deepcopy(self.body))
-        self.body["parent"]["status"] = answer["status"]
-        return answer
+        super().__init__(scheduler, body, pool or RoutePool())
 
     def edit(self, **fields: Any) -> None:
         self.body["parent"]["spec"].update(fields)

@@ -28,6 +28,7 @@ from hooks.core.spec import (
 )
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import raw_spec, spec_of
+from tests.unit.test_spec import one_sentence_naming
 
 REPO = Path(__file__).resolve().parents[2]
 LOGIN = {"host": "login.hpc.example.org", "secretRef": {"name": "hpc-login"}}
@@ -41,13 +42,6 @@ def refused(**fields: Any) -> str:
     with pytest.raises(SpecError) as caught:
         spec_of(raw_spec(**fields))
     return str(caught.value)
-
-
-def one_sentence_naming(message: str, field: str) -> None:
-    assert message.startswith(field), message
-    assert message.endswith("."), message
-    assert "\n" not in message
-    assert not re.search(r"[.!?]\s+[A-Z]", message), f"more than one sentence: {message}"
 
 
 # --- jump hosts ----------------------------------------------------------------------------------
