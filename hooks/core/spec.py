@@ -109,7 +109,7 @@ def parse_placement(raw: object, rules: Rules) -> Placement:
     backend = spec.get("backend")
     if not isinstance(backend, str) or backend not in rules:
         raise SpecError(f"spec.backend must be one of {', '.join(rules)}, not {shown(backend)}.")
-    return Placement(backend, _cluster(mapping(spec.get("cluster"), "spec.cluster")))
+    return Placement(backend, cluster_ref(spec.get("cluster"), "spec.cluster"))
 
 
 def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
@@ -205,24 +205,27 @@ def line(value: object, where: str) -> str | None:
     return value
 
 
-def _cluster(cluster: Mapping[str, Any]) -> ClusterRef:
-    host = _host(cluster.get("host"), "spec.cluster.host")
-    secret_name = _secret_name(cluster.get("secretRef"), "spec.cluster.secretRef")
+def cluster_ref(raw: object, where: str) -> ClusterRef:
+    """The route to a login node as ``spec.cluster`` writes it (and ``status.cluster`` keeps
+    it)."""
+    cluster = mapping(raw, where)
+    host = _host(cluster.get("host"), f"{where}.host")
+    secret_name = _secret_name(cluster.get("secretRef"), f"{where}.secretRef")
     if secret_name is None:
-        raise SpecError("spec.cluster.secretRef.name must name a Secret in this namespace.")
+        raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
     jump = cluster.get("jump") or []
     if not isinstance(jump, list) or len(jump) > MAX_JUMPS:
-        raise SpecError(f"spec.cluster.jump must be a list of at most {MAX_JUMPS} jump hosts.")
+        raise SpecError(f"{where}.jump must be a list of at most {MAX_JUMPS} jump hosts.")
     return ClusterRef(
         host=host,
-        port=_port(cluster.get("port", 22), "spec.cluster.port"),
+        port=_port(cluster.get("port", 22), f"{where}.port"),
         secret_name=secret_name,
         insecure_skip_host_key_check=flag(
-            cluster.get("insecureSkipHostKeyCheck", False), "spec.cluster.insecureSkipHostKeyCheck"
+            cluster.get("insecureSkipHostKeyCheck", False), f"{where}.insecureSkipHostKeyCheck"
         ),
-        jump=tuple(_hop(mapping(raw, f"spec.cluster.jump[{i}]"), f"spec.cluster.jump[{i}]",
+        jump=tuple(_hop(mapping(raw, f"{where}.jump[{i}]"), f"{where}.jump[{i}]",
                         secret_name) for i, raw in enumerate(jump)),
-        work_dir=work_dir(cluster.get("workDir"), "spec.cluster.workDir"),
+        work_dir=work_dir(cluster.get("workDir"), f"{where}.workDir"),
     )
 
 

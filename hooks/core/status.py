@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Hop, Phase, Reason
-from hooks.core.spec import DNS_SUBDOMAIN, INT32, MAX_JUMPS, SpecError, valid_host, work_dir
+from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
+from hooks.core.spec import DNS_SUBDOMAIN, INT32, INT64, SpecError, cluster_ref
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable",
                    "Suspended")
@@ -24,7 +24,6 @@ TASK_ID = re.compile(r"([0-9]{1,20})(?:[_.+][0-9]{1,10}|_\[[0-9,%-]{1,256}\])?")
 ``4242+1`` or ``4242_[1-3]``, HTCondor's ``15.3``. Stored ids go to scheduler commands
 (``scontrol hold``, ``scancel``, ``condor_rm``), so nothing else is ever taken: no option
 (``-u``), no list (``1,2``) and no ``jobname=``."""
-INT64 = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,35 +204,12 @@ def condition(raw: object, kind: str) -> Mapping[str, Any]:
 
 
 def _cluster(raw: object) -> ClusterRef | None:
-    """Where the attempt was submitted, if the stored status says so in a form the hooks
-    could have written: anything else is no cluster."""
-    if not isinstance(raw, dict):
-        return None
-    login = _login(raw)
-    jump = raw.get("jump", [])
-    hops = [_login(hop) for hop in jump] if isinstance(jump, list) else [None]
+    """Where the attempt was submitted, if the stored status says so in a form the spec takes
+    (``hooks.core.spec.cluster_ref``): anything else is no cluster."""
     try:
-        directory = work_dir(raw.get("workDir"), "workDir")
+        return cluster_ref(raw, "status.cluster")
     except SpecError:
         return None
-    if login is None or len(hops) > MAX_JUMPS or any(hop is None for hop in hops):
-        return None
-    return ClusterRef(*login, jump=tuple(Hop(*hop) for hop in hops if hop is not None),
-                      work_dir=directory)
-
-
-def _login(raw: object) -> tuple[str, int, str, bool] | None:
-    if not isinstance(raw, dict):
-        return None
-    host, port, ref = raw.get("host"), raw.get("port"), raw.get("secretRef")
-    name = ref.get("name") if isinstance(ref, dict) else None
-    insecure = raw.get("insecureSkipHostKeyCheck", False)
-    if not (valid_host(host) and isinstance(port, int) and not isinstance(port, bool)
-            and 0 < port < 65536 and isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name)
-            and isinstance(insecure, bool)):
-        return None
-    assert isinstance(host, str)
-    return host, port, name, insecure
 
 
 def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
