@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hooks.core import answer, lifecycle, response
-from hooks.core.lifecycle import NOT_CONTACTED, Plan
+from hooks.core.lifecycle import NOT_SENT, Plan
 from hooks.core.lifecycle import Step as Planned
 from hooks.core.model import Reason, attempt_key, job_root
 from hooks.core.request import Call
@@ -94,7 +94,7 @@ def _cleaned(
 def _trouble(call: Call, trouble: Trouble) -> Answer:
     prev = call.previous
     never_submitted = prev.attempt == 0 or (not prev.job_ids and (
-        prev.finished or prev.reason is Reason.SUSPENDED or prev.reason in NOT_CONTACTED))
+        prev.finished or prev.reason in NOT_SENT))
     if (never_submitted and trouble.reason in GIVE_UP_WITHOUT_CLUSTER) or past_grace(call):
         return _done(call, prev, f"finalizing {call.namespace}/{call.name} without cleaning "
                                  f"up on the cluster: {trouble.message}", gave_up=True)

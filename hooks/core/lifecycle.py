@@ -19,6 +19,9 @@ from hooks.core.status import Status
 NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
                            Reason.INVALID_SECRET})
 """Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
+NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED}
+"""Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or
+for a Secret or ConfigMap."""
 
 
 class Step(enum.StrEnum):

@@ -101,8 +101,7 @@ def _tried(prev: Status, plan: Plan) -> bool:
     """Whether a submission of the planned attempt may have reached the cluster already (then
     it is completed, and the job held once it has an id). An attempt that waited, suspended
     or for a Secret or ConfigMap, was not sent by the last sync."""
-    return (prev.attempt == plan.attempt and prev.reason is not Reason.SUSPENDED
-            and prev.reason not in lifecycle.NOT_CONTACTED)
+    return prev.attempt == plan.attempt and prev.reason not in lifecycle.NOT_SENT
 
 
 def _job(
