@@ -79,6 +79,8 @@ class ParsedSpec:
     spec: Spec | None
     error: str
     """Why ``spec`` (or ``placement``) is None; empty when the spec is valid."""
+    digest: str = ""
+    """``digest(spec)``; empty when ``spec`` is None."""
 
 
 def parse(raw: object, rules: Rules) -> ParsedSpec:
@@ -90,9 +92,10 @@ def parse(raw: object, rules: Rules) -> ParsedSpec:
     except SpecError as err:
         return ParsedSpec(backend, None, None, str(err))
     try:
-        return ParsedSpec(backend, placement, _spec(raw, placement, rules), "")
+        spec = _spec(raw, placement, rules)
     except SpecError as err:
         return ParsedSpec(backend, placement, None, str(err))
+    return ParsedSpec(backend, placement, spec, "", digest(spec))
 
 
 def parse_spec(raw: object, rules: Rules) -> Spec:

@@ -59,8 +59,7 @@ def decide(call: Call) -> Decision:
 def generation(call: Call, prev: Status) -> int:
     """The spec's generation as attempts count it: an edit that leaves the attempt's digest
     as it was (``suspend``, ``activeDeadlineSeconds``) is no new spec."""
-    spec = call.parsed.spec
-    if spec is not None and prev.spec_hash and prev.spec_hash == digest(spec):
+    if prev.spec_hash and prev.spec_hash == call.parsed.digest:
         return min(call.generation, prev.attempt_generation or call.generation)
     return call.generation
 
