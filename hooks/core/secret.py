@@ -192,12 +192,8 @@ NOT_A_CERTIFICATE = ("the Secret's ssh-certificate is not an OpenSSH user certif
 class Certificate:
     """What the SSH layer needs of an OpenSSH user certificate (none of it is secret)."""
 
-    key_type: str
-    """The certified key's type, e.g. ``ssh-ed25519``."""
     public_key: bytes
     """The certified key as an SSH public key blob (what ``ssh-keygen -y`` prints in base64)."""
-    key_id: str
-    principals: tuple[str, ...]
     valid_after: int
     valid_before: int
     """Seconds since the epoch; ``FOREVER`` when the certificate does not expire."""
@@ -233,11 +229,8 @@ def read_certificate(text: str) -> Certificate:
         public = _string(key_type.encode()) + blob[start:reader.at]
         reader.uint64()  # serial
         kind = reader.uint32()
-        key_id = reader.text()
-        principals = _Reader(reader.string())
-        names = []
-        while not principals.done:
-            names.append(principals.text())
+        reader.string()  # key id
+        reader.string()  # principals
         valid_after, valid_before = reader.uint64(), reader.uint64()
     except ValueError as err:
         if isinstance(err, SecretError):
@@ -247,7 +240,7 @@ def read_certificate(text: str) -> Certificate:
         what = "a host certificate" if kind == HOST_CERT else "not a user certificate"
         raise SecretError(f"the Secret's ssh-certificate is {what}; logging in takes a user "
                           "certificate (ssh-keygen -s CA_KEY -I ID -n USER KEY.pub, without -h).")
-    return Certificate(key_type, public, key_id, tuple(names), valid_after, valid_before)
+    return Certificate(public, valid_after, valid_before)
 
 
 def check_certificate(cert: Certificate, now: datetime.datetime | None) -> None:
@@ -281,10 +274,6 @@ class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.at = 0
-
-    @property
-    def done(self) -> bool:
-        return self.at >= len(self.data)
 
     def take(self, size: int) -> bytes:
         if self.at + size > len(self.data):
