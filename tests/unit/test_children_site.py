@@ -128,9 +128,18 @@ def args(applied: dict[str, Any]) -> list[str]:
     return container(applied)["args"]  # type: ignore[no-any-return]
 
 
-def replace_arg(applied: dict[str, Any], prefix: str, new: str) -> None:
-    found = args(applied)
-    found[next(i for i, a in enumerate(found) if a.startswith(prefix))] = new
+def with_arg(prefix: str, value: str) -> dict[str, Any]:
+    """The observed Pod with the value of its argument that starts with ``prefix`` (the
+    option and what tells it from others of its name) replaced."""
+    def change(applied: dict[str, Any]) -> None:
+        found = args(applied)
+        at = next(i for i, a in enumerate(found) if a.startswith(prefix))
+        found[at] = f"{prefix.partition('=')[0]}={value}"
+    return edited(change)
+
+
+HOP = "--jump=10.1.2.3"
+REMOTE_DIR = "--remote-dir="
 
 
 @pytest.mark.parametrize(
@@ -141,31 +150,24 @@ def replace_arg(applied: dict[str, Any], prefix: str, new: str) -> None:
         pytest.param(edited(lambda a: container(a)["volumeMounts"].append(
             {"name": "jump-1-secret", "mountPath": "/etc/ssh", "readOnly": True})),
             id="extra-mount"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--jump=10.1.2.3", "--jump=10.1.2.3,2200,/etc,insecure")),
-            id="jump-dir-not-mounted"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--jump=10.1.2.3", f"--jump=10.1.2.3,2200,{SECRET_MOUNT}-jump-1,insecure,x")),
-            id="jump-five-fields"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--jump=10.1.2.3", f"--jump=10.1.2.3,port,{SECRET_MOUNT}-jump-1,insecure")),
-            id="jump-port-text"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--jump=10.1.2.3", f"--jump=10.1.2.3,2200,{SECRET_MOUNT},insecure")),
-            id="jump-moved-to-the-cluster-secret"),
+        pytest.param(with_arg(HOP, "10.1.2.3,2200,/etc,insecure"),
+                     id="jump-dir-not-mounted"),
+        pytest.param(with_arg(HOP, f"10.1.2.3,2200,{SECRET_MOUNT}-jump-1,insecure,x"),
+                     id="jump-five-fields"),
+        pytest.param(with_arg(HOP, f"10.1.2.3,port,{SECRET_MOUNT}-jump-1,insecure"),
+                     id="jump-port-text"),
+        pytest.param(with_arg(HOP, f"10.1.2.3,2200,{SECRET_MOUNT},insecure"),
+                     id="jump-moved-to-the-cluster-secret"),
         pytest.param(edited(lambda a: a["spec"]["volumes"][1]["secret"].update(
             defaultMode=0o444)), id="jump-volume-readable-by-all"),
         pytest.param(edited(lambda a: container(a)["volumeMounts"][1].update(readOnly=False)),
                      id="jump-mount-writable"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--remote-dir=", f"--remote-dir=/scratch/../etc/research/hello/{UID}/attempt-1")),
-            id="work-dir-escaping"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--remote-dir=", f"--remote-dir=/scratch/alice/research/other/{UID}/attempt-1")),
-            id="another-batchjob-under-the-work-dir"),
-        pytest.param(edited(lambda a: replace_arg(
-            a, "--remote-dir=", f"--remote-dir=/research/hello/{UID}/attempt-1")),
-            id="work-dir-root"),
+        pytest.param(with_arg(REMOTE_DIR, f"/scratch/../etc/research/hello/{UID}/attempt-1"),
+                     id="work-dir-escaping"),
+        pytest.param(with_arg(REMOTE_DIR, f"/scratch/alice/research/other/{UID}/attempt-1"),
+                     id="another-batchjob-under-the-work-dir"),
+        pytest.param(with_arg(REMOTE_DIR, f"/research/hello/{UID}/attempt-1"),
+                     id="work-dir-root"),
     ],
 )
 def test_an_edited_pod_is_not_carried_over(tampered: dict[str, Any]) -> None:
