@@ -35,7 +35,7 @@ from hooks.core.secret import (
     read_certificate,
 )
 from hooks.deadline import Deadline
-from hooks.schedulers import REGISTRY
+from hooks.schedulers import REGISTRY, guard
 from hooks.ssh import errors
 from hooks.ssh.client import Jump, Remote, Target
 from hooks.ssh.login import connect
@@ -44,7 +44,7 @@ STREAMS = {"out": "stdout", "err": "stderr"}
 READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }
 trap 'rm -f "$t"' EXIT
 cat > "$t"
-case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac
+""" + guard.RESOLVE + r"""
 cd -- "$d" 2>/dev/null || exit 3
 if [ -f ended ]; then printf 'ended %s\n' "$(head -n 1 ended)"; else echo running; fi
 stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
@@ -58,7 +58,8 @@ stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
     tail -c "+$((off + 1))" -- "$task.$kind" | head -c "$len"
   done
 exit 0"""
-"""Takes the attempt's directory (absolute, or relative to the home directory) as ``$1`` and
+"""Takes the attempt's directory (absolute, or relative to the home directory:
+``hooks.schedulers.guard.RESOLVE``) as ``$1`` and
 the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
 ``ended PHASE`` or ``running`` and, for each task file with new bytes in task order (stdout
 before stderr), ``file NAME LENGTH`` and those bytes."""
