@@ -41,9 +41,9 @@ Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | No
 """Opens one leg of a route: ``(target, credentials, deadline, via, toward)`` as
 ``hooks.ssh.login.connect_leg`` takes them."""
 FAILED_SECONDS = 10.0
+"""How long a failed connect answers for its key without another attempt."""
 Address = tuple[str, int, tuple[str, ...]]
 """A host, its port, and the pool keys of the jump hosts it is reached through."""
-"""How long a failed connect answers for its key without another attempt."""
 
 
 def pool_key(target: Target, credentials: Credentials) -> str:
@@ -123,11 +123,9 @@ class PooledConnection:
 
 
 @dataclass
-class _Connecting:
-    """One key's single-flight connect and the memory of its last failure."""
+class _Failed:
+    """The memory of the last failed connect, answered while it is recent."""
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    used: float = 0.0
     failure: errors.SSHError | None = None
     failed_at: float = 0.0
 
@@ -143,14 +141,22 @@ class _Connecting:
 
 
 @dataclass
-class _Slot(_Connecting):
+class _Slot(_Failed):
+    """One key's single-flight connect, its connection, and its login's last failure."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used: float = 0.0
     conn: PooledConnection | None = None
     route: tuple[str, ...] = ()
     """The keys of the jump host connections the target is reached through."""
 
 
 @dataclass
-class _HopSlot(_Connecting):
+class _HopSlot(_Failed):
+    """A jump host's single-flight connect, its connection, and its login's last failure (it
+    stays as long as a pooled target routes through it)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
     hop: Connection | None = None
     """The connection to a jump host, tunnelling for the targets behind it."""
 
@@ -163,8 +169,9 @@ class Pool:
         self._connector = connector
         self._slots: dict[str, _Slot] = {}
         self._hops: dict[str, _HopSlot] = {}
-        self._unreachable: dict[Address, _Connecting] = {}
-        """By host, port and route (its jump hosts' keys): the last pre-login failure."""
+        self._unreachable: dict[Address, _Failed] = {}
+        """By host, port and route (its jump hosts' keys): the last pre-login failure, for
+        every login to that host; a slot remembers its own login's other failures."""
         self._lock = threading.Lock()
 
     @contextmanager
@@ -200,20 +207,18 @@ class Pool:
         deadline: Deadline,
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
-        address = (target.host, target.port, slot.route)
-        failure = slot.recent_failure(target.host) or self._unanswered(address, target.host)
-        if failure is not None:
-            raise failure
+
+        def connect() -> Connection:
+            via = self._jump_host(target, len(target.jump) - 1, deadline) if target.jump else None
+            return self._connector(target, credentials, deadline, via, None)
+
         cluster = f"{target.host}:{target.port}"
         try:
-            via = self._jump_host(target, len(target.jump) - 1, deadline) if target.jump else None
-            conn = self._connector(target, credentials, deadline, via, None)
-        except errors.SSHError as err:
-            slot.failed(err)
-            self._remember(address, err)
+            conn = self._connect(slot, (target.host, target.port, slot.route), target.host,
+                                 connect)
+        except errors.SSHError:
             self._metrics.ssh_connect(cluster, ok=False)
             raise
-        slot.failure = None
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(conn, key, self.max_channels, self._metrics)
 
@@ -225,7 +230,6 @@ class Pool:
         key = pool_key(hop, jump.credentials)
         with self._lock:
             slot = self._hops.setdefault(key, _HopSlot())
-            slot.used = time.monotonic()
         # Locks are taken from a target towards its first jump host only: no cycle.
         if not slot.lock.acquire(timeout=deadline.left()):
             raise errors.ClusterUnreachable(
@@ -236,33 +240,41 @@ class Pool:
             if slot.hop is not None:
                 slot.hop.close()
                 slot.hop = None
-            address = (hop.host, hop.port, route_keys(hop))
-            failure = (slot.recent_failure(target.host)
-                       or self._unanswered(address, target.host))
-            if failure is not None:
-                raise failure
-            try:
+
+            def connect() -> Connection:
                 via = self._jump_host(target, number - 1, deadline) if number else None
-                slot.hop = self._connector(hop, jump.credentials, deadline, via, target.host)
-            except errors.SSHError as err:
-                slot.failed(err)
-                self._remember(address, err)
-                raise
-            slot.failure = None
+                return self._connector(hop, jump.credentials, deadline, via, target.host)
+
+            slot.hop = self._connect(slot, (hop.host, hop.port, route_keys(hop)), target.host,
+                                     connect)
             return slot.hop
         finally:
             slot.lock.release()
 
-    def _unanswered(self, address: Address, host: str) -> errors.SSHError | None:
-        """The recent pre-login failure of the host at ``address``, for a call to ``host``."""
+    def _connect(
+        self, login: _Failed, address: Address, host: str, connect: Callable[[], Connection]
+    ) -> Connection:
+        """``connect()``, or, while it is recent, the last failure of this login or of any
+        login to the host at ``address`` that did not answer as an SSH server
+        (``errors.HostUnreachable``), for a call to ``host``; a failure is remembered where it
+        belongs."""
         with self._lock:
-            memory = self._unreachable.get(address)
-        return memory.recent_failure(host) if memory else None
-
-    def _remember(self, address: Address, err: errors.SSHError) -> None:
-        if isinstance(err, errors.HostUnreachable):
+            unanswered = self._unreachable.get(address)
+        failure = login.recent_failure(host) or (
+            unanswered.recent_failure(host) if unanswered else None)
+        if failure is not None:
+            raise failure
+        try:
+            conn = connect()
+        except errors.HostUnreachable as err:
             with self._lock:
-                self._unreachable.setdefault(address, _Connecting()).failed(err)
+                self._unreachable.setdefault(address, _Failed()).failed(err)
+            raise
+        except errors.SSHError as err:
+            login.failed(err)
+            raise
+        login.failure = None
+        return conn
 
     def _drop(self, slot: _Slot, conn: PooledConnection) -> None:
         with slot.lock:
