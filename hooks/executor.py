@@ -18,6 +18,7 @@ from typing import Any
 from hooks.core import finalize, request, sync
 from hooks.core.model import Reason, SchedulerError
 from hooks.core.steps import (
+    Action,
     Answer,
     Cancel,
     Cleanup,
@@ -36,6 +37,7 @@ from hooks.core.steps import (
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
 from hooks.schedulers import guard
+from hooks.schedulers.base import Scheduler
 from hooks.ssh import errors
 from hooks.ssh.client import OVERRUN, Jump, Remote, Target
 from hooks.ssh.pool import pool_key
@@ -115,35 +117,33 @@ class Executor:
             case Forget(attempt):
                 rt.cache.drop(key, scheduler, attempt)
                 return None
+        with opener(budget) as conn:
+            return self._on(conn, scheduler, step.action, command())
+
+    def _on(self, conn: Remote, scheduler: Scheduler, action: Action,
+            deadline: Deadline) -> object:
+        """Run an action over the pooled connection ``conn``."""
+        match action:
             case Submit(job):
-                with opener(budget) as conn:
-                    outcome = scheduler.submit(conn, job, deadline=command())
-                rt.metrics.submission(outcome.answer.value)
+                outcome = scheduler.submit(conn, job, deadline=deadline)
+                self.runtime.metrics.submission(outcome.answer.value)
                 return outcome
-            case Hold(job_ids):
-                with opener(budget) as conn:
-                    scheduler.hold(conn, job_ids, deadline=command())
-                return None
-            case Release(job_ids):
-                with opener(budget) as conn:
-                    scheduler.release(conn, job_ids, deadline=command())
-                return None
             case ListActive(uid):
-                with opener(budget) as conn:
-                    return tuple(scheduler.active_jobs(conn, uid, deadline=command()))
-            case Cancel(job_ids):
-                with opener(budget) as conn:
-                    scheduler.cancel(conn, job_ids, deadline=command())
-                return None
-            case MarkEnded(remote_dir, phase):
-                with opener(budget) as conn:
-                    conn.run(guard.mark_ended_command(remote_dir=remote_dir, phase=phase),
-                             deadline=command())
-                return None
+                return tuple(scheduler.active_jobs(conn, uid, deadline=deadline))
             case Cleanup(root, stale):
-                with opener(budget) as conn:
-                    return _cleanup(conn, root, stale, command())
-        raise TypeError(f"unknown action {step.action!r}")
+                return _cleanup(conn, root, stale, deadline)
+            case Hold(job_ids):
+                scheduler.hold(conn, job_ids, deadline=deadline)
+            case Release(job_ids):
+                scheduler.release(conn, job_ids, deadline=deadline)
+            case Cancel(job_ids):
+                scheduler.cancel(conn, job_ids, deadline=deadline)
+            case MarkEnded(remote_dir, phase):
+                conn.run(guard.mark_ended_command(remote_dir=remote_dir, phase=phase),
+                         deadline=deadline)
+            case _:
+                raise TypeError(f"unknown action {action!r}")
+        return None
 
     def _opener(
         self, target: Target, step: Step
