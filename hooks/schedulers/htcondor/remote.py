@@ -99,7 +99,6 @@ class HTCondorRemote:
         if result.exit_status != 0 and not rm_gone_only(result):
             raise SchedulerError(f"condor_rm failed: {_last_line(result)}")
 
-
     def hold(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
         _hold_or_release(conn, "condor_hold", job_ids, deadline)
 
@@ -115,9 +114,7 @@ def _hold_or_release(
     clusters = " || ".join(f"ClusterId == {int(job)}" for job in job_ids)
     constraint = f"({clusters}) && JobStatus == {_HOLDABLE[tool]}"
     result = conn.run([tool, "-constraint", constraint], deadline=deadline)
-    lines = [line.strip() for line in (result.out + "\n" + result.err).splitlines()
-             if line.strip()]
-    if result.exit_status != 0 and not (lines and all(_HOLD_OK.match(x) for x in lines)):
+    if result.exit_status != 0 and not _only(result, _HOLD_OK):
         raise SchedulerError(f"{tool} failed: {_last_line(result)}")
 
 
@@ -130,9 +127,13 @@ def submit_outcome(result: Completed) -> SubmitOutcome:
 
 def rm_gone_only(result: Completed) -> bool:
     """Whether a failed condor_rm only says some jobs were gone already (or are being removed)."""
-    lines = [line.strip() for line in (result.out + "\n" + result.err).splitlines()]
-    lines = [line for line in lines if line]
-    return bool(lines) and all(_RM_OK.match(line) for line in lines)
+    return _only(result, _RM_OK)
+
+
+def _only(result: Completed, lines: re.Pattern[str]) -> bool:
+    """Whether a tool printed something, and only ``lines`` (blank ones aside)."""
+    printed = [line.strip() for line in (result.out + "\n" + result.err).splitlines()]
+    return any(printed) and all(lines.match(line) for line in printed if line)
 
 
 def _ads(
