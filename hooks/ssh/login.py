@@ -125,15 +125,12 @@ def _tunnel(via: Connection, leg: Leg, deadline: Deadline) -> paramiko.Channel:
     try:
         return via.transport.open_channel("direct-tcpip", (leg.host, leg.port),
                                           ("127.0.0.1", 0), timeout=_left(deadline))
-    except paramiko.ChannelException as err:
-        reason = OPEN_FAILURES.get(err.code, f"refused ({err.text})")
+    except (paramiko.SSHException, OSError, EOFError) as err:
+        reason = (OPEN_FAILURES.get(err.code, f"refused ({err.text})")
+                  if isinstance(err, paramiko.ChannelException) else err)
         raise errors.ClusterUnreachable(
             leg.error_host,
             f"{jump} could not open a tunnel to {leg.host} port {leg.port}: {reason}") from err
-    except (paramiko.SSHException, OSError, EOFError) as err:
-        raise errors.ClusterUnreachable(
-            leg.error_host,
-            f"{jump} could not open a tunnel to {leg.host} port {leg.port}: {err}") from err
 
 
 def _handshake(
