@@ -26,6 +26,12 @@ from hooks.status_cache import StatusCache
 SWEEP_EVERY = 60.0
 
 
+def sweep_every(settings: Settings) -> float:
+    """Seconds between sweeps: ``SWEEP_EVERY``, or half ``HPCBRIDGE_IDLE_SECONDS`` when that is
+    shorter."""
+    return min(SWEEP_EVERY, settings.idle_seconds / 2)
+
+
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
 
@@ -56,7 +62,7 @@ class Runtime:
             pool=pool or Pool(metrics, max_channels=settings.max_channels),
             cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
             clock=clock,
-            _next_sweep=time.monotonic() + min(SWEEP_EVERY, settings.idle_seconds / 2),
+            _next_sweep=time.monotonic() + sweep_every(settings),
         )
 
     @property
@@ -75,7 +81,7 @@ class Runtime:
         if now < self._next_sweep or not self._sweeping.acquire(blocking=False):
             return
         try:
-            self._next_sweep = now + min(SWEEP_EVERY, self.settings.idle_seconds / 2)
+            self._next_sweep = now + sweep_every(self.settings)
             self.sweep()
         finally:
             self._sweeping.release()
