@@ -42,7 +42,7 @@ them with the job, so the file is not needed once sbatch has returned."""
 
 def submit_argv(job: JobRequest) -> list[str]:
     """The submission of one attempt, run in its directory: sbatch, after the env file
-    (``hooks.schedulers.guard.ENV_FILE``) has been completed when the attempt has one."""
+    (``hooks.schedulers.files.ENV_FILE``) has been completed when the attempt has one."""
     if not job.environment:
         return sbatch_argv(job)
     return ["sh", "-c", EXPORT, "hpcbridge-export", ENV_FILE, *sbatch_argv(job)]
