@@ -3,8 +3,6 @@ and how squeue and sacct answers become task states (a fake connection, no SSH).
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
@@ -23,6 +21,7 @@ from hooks.schedulers.slurm.rules import (
 )
 from hooks.ssh.client import Completed
 from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, recorded
+from tests.unit.test_spec import one_sentence_naming
 
 
 def test_sbatch_argv_carries_the_attempts_identity() -> None:
@@ -235,8 +234,7 @@ def refused_extra_args(args: list[str]) -> str:
     with pytest.raises(SpecError) as caught:
         job(slurm={"extraArgs": args})
     message = str(caught.value)
-    assert message.startswith("spec.slurm.extraArgs") and message.endswith("."), message
-    assert "\n" not in message and not re.search(r"[.!?]\s+[A-Z]", message), message
+    one_sentence_naming(message, "spec.slurm.extraArgs")
     return message
 
 

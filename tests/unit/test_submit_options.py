@@ -9,7 +9,6 @@ names the security review found would have done.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from hooks.schedulers.htcondor.rules import (
     reserved_key,
 )
 from tests.unit.conftest import job
+from tests.unit.test_spec import one_sentence_naming
 
 FIELD = "spec.htcondor.submitOptions"
 
@@ -32,10 +32,7 @@ def refused(options: dict[str, Any], **spec: Any) -> str:
     with pytest.raises(SpecError) as caught:
         job("htcondor", htcondor={"submitOptions": options}, **spec)
     message = str(caught.value)
-    assert message.startswith(FIELD), message
-    assert message.endswith("."), message
-    assert "\n" not in message
-    assert not re.search(r"[.!?]\s+[A-Z]", message), f"more than one sentence: {message}"
+    one_sentence_naming(message, FIELD)
     return message
 
 
