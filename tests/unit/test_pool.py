@@ -96,17 +96,23 @@ def test_no_free_channel_within_the_deadline_is_a_command_timeout() -> None:
         pass
 
 
-class Failing(Connector):
+class Refusing(Connector):
+    """A connector whose every leg fails the way ``error`` does."""
+
+    def __init__(self, error: type[errors.SSHError]) -> None:
+        super().__init__()
+        self.error = error
+
     def __call__(self, target: Target, credentials: Credentials, deadline: Deadline,
                  via: Connection | None, toward: str | None) -> Connection:
         self.made.append(FakeTransport())
-        raise errors.ClusterUnreachable(target.host, f"cannot reach {target.host}")
+        raise self.error(target.host, f"{target.host} failed")
 
 
 def test_a_failed_connect_answers_for_a_while_without_another_attempt(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    connector = Failing()
+    connector = Refusing(errors.ClusterUnreachable)
     shared = Pool(Metrics(), connector=connector)
     creds = Credentials("alice", password="a")
     for _ in range(5):
@@ -120,19 +126,6 @@ def test_a_failed_connect_answers_for_a_while_without_another_attempt(
             shared.open(TARGET, creds, deadline=Deadline.after(5)):
         pass
     assert len(connector.made) == 2
-
-
-class Refusing(Failing):
-    """A connector whose every leg fails the way ``error`` does."""
-
-    def __init__(self, error: type[errors.SSHError]) -> None:
-        super().__init__()
-        self.error = error
-
-    def __call__(self, target: Target, credentials: Credentials, deadline: Deadline,
-                 via: Connection | None, toward: str | None) -> Connection:
-        self.made.append(FakeTransport())
-        raise self.error(target.host, f"{target.host} failed")
 
 
 def test_a_host_that_never_answered_answers_every_credential_set_at_once() -> None:
@@ -294,17 +287,21 @@ def test_a_failed_jump_host_answers_every_target_behind_it_for_a_while() -> None
     assert attempts == ["bastion.example.org"]
 
 
-def test_a_jump_host_stays_open_while_a_target_routes_through_it() -> None:
+def test_a_jump_host_stays_open_while_a_target_routes_through_it(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [time.monotonic()]
+    monkeypatch.setattr("hooks.ssh.pool.time.monotonic", lambda: now[0])
     shared, connector = pool()
     use(shared, behind("login1.hpc"))
-    time.sleep(0.05)
+    now[0] += 60
     use(shared, behind("login2.hpc"))
     bastion = connector.connections["bastion.example.org"][0]
     login1, login2 = connector.connections["login1.hpc"][0], connector.connections["login2.hpc"][0]
-    assert shared.evict_idle(0.04) == 1
+    assert shared.evict_idle(30) == 1
     assert (login1.alive, bastion.alive, login2.alive) == (False, True, True)
-    time.sleep(0.05)
-    assert shared.evict_idle(0.04) == 2
+    now[0] += 60
+    assert shared.evict_idle(30) == 2
     assert (bastion.alive, login2.alive) == (False, False)
     assert (len(shared), shared.jump_hosts) == (0, 0)
 
