@@ -88,7 +88,9 @@ LANE_PATHS = frozenset({"/sync", "/finalize"})
 """The hooks that may contact a cluster: their calls are admitted by cluster."""
 PROBE_PATHS = frozenset({"/healthz", "/metrics"})
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
-                        "transfer-encoding", "upgrade", "content-length"})
+                        "transfer-encoding", "upgrade"})
+"""Headers of the app's answers that the front leaves out: they are the connection's, and the
+front writes its own."""
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Headers = list[tuple[bytes, bytes]]
 
@@ -138,6 +140,8 @@ class Answer:
     headers: Headers = field(default_factory=list)
     reason: bytes = b""
     close: bool = False
+    length: int | None = None
+    """The Content-Length the app declared, which an answer to HEAD keeps without its body."""
 
 
 def json_answer(status: int, error: str, message: str, *, close: bool = False,
@@ -170,9 +174,16 @@ def call_app(app: WSGIApp, environ: dict[str, Any], log: Any) -> Answer:
                 close()
         status, headers = started
         code, _, reason = status.partition(" ")
-        return Answer(int(code), b"".join(chunks),
-                      [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
-                       if k.lower() not in HOP_BY_HOP], reason.encode("latin-1"))
+        kept: Headers = []
+        length = None
+        for key, value in headers:
+            name = key.lower()
+            if name == "content-length":
+                length = int(value) if value.isascii() and value.isdigit() else None
+            elif name not in HOP_BY_HOP:
+                kept.append((name.encode("latin-1"), value.encode("latin-1")))
+        return Answer(int(code), b"".join(chunks), kept, reason.encode("latin-1"),
+                      length=length)
     except Exception:
         log.exception("Error handling request %s %s", environ["REQUEST_METHOD"],
                       environ["RAW_URI"])
@@ -507,9 +518,10 @@ class Connection(asyncio.Protocol):
                 return
             request, body = read
             started = time.perf_counter()
-            answer = await self.answer(request, body)
+            environ = self.environ(request, body)
+            answer = await self.answer(environ, body)
             self.release()
-            if not await self.send(h, request, answer, time.perf_counter() - started):
+            if not await self.send(h, request, environ, answer, time.perf_counter() - started):
                 return
             if h.our_state is not h11.DONE or h.their_state is not h11.DONE:
                 return
@@ -532,8 +544,8 @@ class Connection(asyncio.Protocol):
             except h11.RemoteProtocolError as error:
                 self.front.log.debug("bad request from ip=%s: %s", self.peer[0], error)
                 if not self.eof:  # else the client left halfway: nobody reads an answer
-                    await self.refuse(h, json_answer(error.error_status_hint, "Bad Request",
-                                                     str(error)))
+                    await self.refuse(h, request, json_answer(
+                        error.error_status_hint, "Bad Request", str(error)))
                 return None
             if event is h11.NEED_DATA:
                 if request is not None and h.they_are_waiting_for_100_continue and not continued:
@@ -547,7 +559,7 @@ class Connection(asyncio.Protocol):
                                      else ("body", self.front.body_timeout))
                     self.front.log.debug("closing the connection from ip=%s: no complete "
                                          "request %s within %g s", self.peer[0], part, seconds)
-                    await self.refuse(h, json_answer(
+                    await self.refuse(h, request, json_answer(
                         408, "Request Timeout",
                         f"the request's {part} did not arrive within {seconds:g} s"))
                     return None
@@ -557,21 +569,21 @@ class Connection(asyncio.Protocol):
                 request = event
                 names = {name for name, _ in event.headers}
                 if b"content-length" in names and b"transfer-encoding" in names:
-                    await self.refuse(h, json_answer(  # RFC 9112 6.1: a smuggling attempt
-                        400, "Bad Request",
+                    await self.refuse(h, request, json_answer(
+                        400, "Bad Request",  # RFC 9112 6.1: a smuggling attempt
                         "a request cannot have both Content-Length and Transfer-Encoding"))
                     return None
                 declared = content_length(event)
                 refusal = self.reserve(declared if declared is not None else 0,
                                        chunked=declared is None)
                 if refusal is not None:
-                    await self.refuse(h, refusal)
+                    await self.refuse(h, request, refusal)
                     return None
                 deadline = loop.time() + self.front.body_timeout
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > self.front.max_body:
-                    await self.refuse(h, too_large(self.front.max_body))
+                    await self.refuse(h, request, too_large(self.front.max_body))
                     return None
             elif isinstance(event, h11.EndOfMessage):
                 assert request is not None
@@ -599,9 +611,8 @@ class Connection(asyncio.Protocol):
         self.front.body_bytes -= self.reserved
         self.reserved = 0
 
-    async def answer(self, request: h11.Request, body: bytes) -> Answer:
-        method = request.method.decode("latin-1")
-        path, query = split_target(request.target)
+    async def answer(self, environ: dict[str, Any], body: bytes) -> Answer:
+        method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
         if path == "/healthz" and method in ("GET", "HEAD"):
             return HEALTHZ
         if self.listener.probes:
@@ -611,15 +622,14 @@ class Connection(asyncio.Protocol):
             if path not in PROBE_PATHS:
                 return json_answer(404, "Not Found", "the probes' port serves /healthz and "
                                    "/metrics only")
-        environ = self.environ(request, body, path, query)
         if path == "/metrics" and method in ("GET", "HEAD"):
             return await self.front.run_metrics(environ)
         return await self.front.run_hook(self, environ, cluster_of(path, body))
 
-    def environ(self, request: h11.Request, body: bytes, path: str,
-                query: str) -> dict[str, Any]:
+    def environ(self, request: h11.Request, body: bytes) -> dict[str, Any]:
         """The WSGI environ of a request read whole (PEP 3333)."""
         assert self.transport is not None
+        path, query = split_target(request.target)
         sockname = self.transport.get_extra_info("sockname") or ("", 0)
         environ: dict[str, Any] = {
             "REQUEST_METHOD": request.method.decode("latin-1"),
@@ -662,27 +672,18 @@ class Connection(asyncio.Protocol):
             environ["CONTENT_LENGTH"] = str(len(body))
         return environ
 
-    async def send(self, h: h11.Connection, request: h11.Request, answer: Answer,
-                   seconds: float) -> bool:
+    async def send(self, h: h11.Connection, request: h11.Request, environ: dict[str, Any],
+                   answer: Answer, seconds: float) -> bool:
         """Write the answer; whether the connection may carry another request."""
         if self.lost:
             return False
-        headers = [*answer.headers, (b"content-length", str(len(answer.body)).encode())]
-        if not any(name == b"date" for name, _ in answer.headers):
-            headers.append((b"date", self.front.date()))
-        if answer.close or self.front.stopping:
-            headers.append((b"connection", b"close"))
         try:
-            data = h.send(h11.Response(status_code=answer.status, headers=headers,
-                                       reason=answer.reason or phrase(answer.status)))
-            if answer.body and request.method != b"HEAD":
-                data += h.send(h11.Data(data=answer.body)) or b""
-            data += h.send(h11.EndOfMessage()) or b""
+            data = self.framed(h, request, answer, close=answer.close or self.front.stopping)
         except h11.LocalProtocolError as error:
             self.front.log.error("cannot answer ip=%s: %s", self.peer[0], error)
             return False
-        self.write(data or b"")
-        self.log_access(request, answer, seconds)
+        self.write(data)
+        self.log_access(request, environ, answer, seconds)
         if not self.writable.is_set():
             loop = asyncio.get_running_loop()
             try:
@@ -691,17 +692,14 @@ class Connection(asyncio.Protocol):
                 return False
         return not self.lost
 
-    async def refuse(self, h: h11.Connection, answer: Answer) -> None:
-        """Answer an error before the request was read whole, then close the connection."""
+    async def refuse(self, h: h11.Connection, request: h11.Request | None,
+                     answer: Answer) -> None:
+        """Answer an error before the request (``request``'s head, if it was read) was read
+        whole, then close the connection."""
         if self.lost:
             return
         try:
-            data = h.send(h11.Response(
-                status_code=answer.status, reason=answer.reason or phrase(answer.status),
-                headers=[*answer.headers, (b"content-length", str(len(answer.body)).encode()),
-                         (b"date", self.front.date()), (b"connection", b"close")]))
-            data = (data or b"") + (h.send(h11.Data(data=answer.body)) or b"")
-            data += h.send(h11.EndOfMessage()) or b""
+            data = self.framed(h, request, answer, close=True)
         except h11.LocalProtocolError:
             return  # an answer was under way already
         self.write(data)
@@ -719,22 +717,34 @@ class Connection(asyncio.Protocol):
         except Timeout:
             pass
 
+    def framed(self, h: h11.Connection, request: h11.Request | None, answer: Answer, *,
+               close: bool) -> bytes:
+        """The answer as ``h`` sends it, with its length and date (and ``connection: close``);
+        to HEAD without its body, with the length the app declared. Raises
+        h11.LocalProtocolError when ``h`` cannot send it now."""
+        head = request is not None and request.method == b"HEAD"
+        length = answer.length if head and answer.length is not None else len(answer.body)
+        headers = [*answer.headers, (b"content-length", str(length).encode())]
+        if not any(name == b"date" for name, _ in answer.headers):
+            headers.append((b"date", self.front.date()))
+        if close:
+            headers.append((b"connection", b"close"))
+        data = h.send(h11.Response(status_code=answer.status, headers=headers,
+                                   reason=answer.reason or phrase(answer.status))) or b""
+        if answer.body and not head:
+            data += h.send(h11.Data(data=answer.body)) or b""
+        return data + (h.send(h11.EndOfMessage()) or b"")
+
     def write(self, data: bytes | None) -> None:
         if data and not self.lost and self.transport is not None:
             self.transport.write(data)
 
-    def log_access(self, request: h11.Request, answer: Answer, seconds: float) -> None:
+    def log_access(self, request: h11.Request, environ: dict[str, Any], answer: Answer,
+                   seconds: float) -> None:
         if not self.front.access_log:
             return
-        path, query = split_target(request.target)
         headers = [(k.decode("latin-1").upper(), v.decode("latin-1"))
                    for k, v in request.headers]
-        environ = {"REQUEST_METHOD": request.method.decode("latin-1"),
-                   "RAW_URI": request.target.decode("latin-1"), "PATH_INFO": path,
-                   "QUERY_STRING": query, "REMOTE_ADDR": self.peer[0],
-                   "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("latin-1"),
-                   **{"HTTP_" + k.replace("-", "_"): v for k, v in headers
-                      if k in ("USER-AGENT", "REFERER")}}
         response = types.SimpleNamespace(
             status=f"{answer.status} {(answer.reason or phrase(answer.status)).decode()}",
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer.headers],

@@ -1,10 +1,12 @@
 """hooks.server's parts that need no socket: the lane of a call, the admission to the hook
-threads, request targets, the probes' port setting and the TLS files' reload. The server itself
-is tested end to end in tests/integration/test_slow_clients.py and test_tls.py."""
+threads, request targets, the probes' port setting, the TLS files' reload, and a connection over
+a transport of the test's (turns, answers to HEAD, the access log). The server itself is tested
+end to end in tests/integration/test_slow_clients.py and test_tls.py."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import itertools
 import json
 import logging
@@ -14,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gunicorn import glogging
+from gunicorn.config import Config
 
 from hooks import server
+from hooks.app import create_app
 
 REPO = Path(__file__).resolve().parents[2]
 SYNC = json.loads((REPO / "examples/requests/sync-running.json").read_text())
@@ -274,10 +279,10 @@ class Transport(asyncio.Transport):
         return False
 
 
-def connected(transport: Transport) -> server.Connection:
-    front = server.Front(None, server.Settings(), keepalive=75.0,  # type: ignore[arg-type]
-                         max_connections=10, multiprocess=False, log=logging.getLogger("test"))
-    front.access_log = False  # gunicorn's logger writes it; the standard one has no access()
+def connected(transport: Transport, app: Any = None, log: Any = None) -> server.Connection:
+    front = server.Front(app, server.Settings(), keepalive=75.0, max_connections=10,
+                         multiprocess=False, log=log or logging.getLogger("test"))
+    front.access_log = log is not None  # the standard logger has no access()
     conn = server.Connection(front, server.Listener(None, probes=False))
     transport.protocol = conn
     conn.connection_made(transport)
@@ -318,3 +323,76 @@ def test_no_answer_is_written_to_a_connection_that_failed() -> None:
         return transport.written
 
     assert len(run(scenario())) == 2
+
+
+def exchange(data: bytes, app: Any = None, log: Any = None) -> tuple[bytes, bytes]:
+    """The head and body of the first answer a connection writes to a client that sent
+    ``data`` and closed its side."""
+    async def scenario() -> bytes:
+        transport = Transport()
+        conn = connected(transport, app, log)
+        conn.data_received(data)
+        conn.eof_received()
+        assert conn.task is not None
+        await conn.task
+        conn.front.hook_threads.shutdown()
+        return b"".join(transport.written)
+
+    head, _, body = run(scenario()).partition(b"\r\n\r\n")
+    return head, body
+
+
+def content_length(head: bytes) -> int:
+    return int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")))
+
+
+def test_an_answer_to_head_keeps_the_length_the_app_declared() -> None:
+    app = create_app(server.Settings())
+    _, body = exchange(b"GET /nowhere HTTP/1.1\r\nHost: hooks\r\n\r\n", app)
+    head, nothing = exchange(b"HEAD /nowhere HTTP/1.1\r\nHost: hooks\r\n\r\n", app)
+    assert head.startswith(b"HTTP/1.1 404 "), head
+    assert (content_length(head), nothing) == (len(body), b"")
+    assert json.loads(body)["error"] == "Not Found"
+
+
+def test_a_refusal_to_head_is_sent_without_its_body() -> None:
+    head, nothing = exchange(b"HEAD /sync HTTP/1.1\r\nHost: hooks\r\n"
+                             b"Content-Length: 999999999999\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n"), head
+    assert b"\r\nconnection: close" in head
+    assert content_length(head) == len(server.too_large(server.Settings().max_body).body)
+    assert nothing == b""
+
+
+class AccessLog:
+    """A logger that keeps what gunicorn's access log formats of each answer (its atoms)."""
+
+    def __init__(self) -> None:
+        self.gunicorn = glogging.Logger(Config())
+        self.lines: list[dict[str, Any]] = []
+
+    def access(self, resp: Any, req: Any, environ: dict[str, Any],
+               request_time: datetime.timedelta) -> None:
+        self.lines.append(self.gunicorn.atoms(resp, req, environ, request_time))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(logging.getLogger("test"), name)
+
+
+@pytest.mark.parametrize(("target", "status", "app"), [
+    pytest.param(b"/healthz?probe=1", "200", None, id="answered-by-the-loop"),
+    pytest.param(b"/nowhere?probe=1", "404", create_app, id="answered-by-the-app"),
+])
+def test_the_access_log_has_what_gunicorn_formats(target: bytes, status: str,
+                                                   app: Any) -> None:
+    log = AccessLog()
+    _, body = exchange(b"GET " + target + b" HTTP/1.1\r\nHost: hooks\r\n"
+                       b"User-Agent: kube-probe/1.29\r\n\r\n",
+                       app and app(server.Settings()), log)
+    (atoms,) = log.lines
+    assert (atoms["r"], atoms["s"], atoms["h"], atoms["U"], atoms["q"], atoms["a"]) == (
+        f"GET {target.decode()} HTTP/1.1", status, "127.0.0.1", target.decode().split("?")[0],
+        "probe=1", "kube-probe/1.29")
+    assert atoms["{user-agent}i"] == "kube-probe/1.29"
+    assert atoms["b"] == str(len(body))
