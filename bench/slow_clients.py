@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import copy
 import json
 import multiprocessing
 import os
-import socket
 import ssl
 import statistics
 import subprocess
@@ -59,6 +57,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from bench import report
 from tests.driver import Driver, free_port
 from tests.integration.conftest import cluster_from_state
+from tests.integration.test_slow_clients import Blackhole, sync_for
 from tests.integration.test_tls import issue
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,28 +68,7 @@ SYNC_TIMEOUT = 30.0
 WARMUP = 5.0
 
 
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 # --- the requests -------------------------------------------------------------------------
-
-def blackholed_sync(port: int) -> bytes:
-    """A sync for a new BatchJob on the blackholed cluster, with credentials of its own."""
-    uid = str(uuid.uuid4())
-    secret = {"metadata": {"name": "login", "namespace": "bench"},
-              "data": {"username": b64("u"), "password": b64(f"password-{uid}")}}
-    return json.dumps({"controller": {}, "parent": {
-        "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob",
-        "metadata": {"name": f"job-{uid[:8]}", "namespace": "bench", "uid": uid,
-                     "generation": 1},
-        "spec": {"backend": "slurm", "script": "#!/bin/sh\ntrue\n",
-                 "cluster": {"host": "127.0.0.1", "port": port,
-                             "insecureSkipHostKeyCheck": True,
-                             "secretRef": {"name": "login"}}}},
-        "children": {"Pod.v1": {}}, "related": {"Secret.v1": {"login": secret}},
-        "finalizing": False}).encode()
-
 
 def finished_sync() -> bytes:
     """A sync of a BatchJob whose job succeeded: answered without contacting the cluster."""
@@ -207,28 +185,6 @@ class Server:
 
 
 # --- the load -----------------------------------------------------------------------------
-
-class Blackhole:
-    """A TCP listener that accepts every connection and never sends a byte."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
-        self.port = self.sock.getsockname()[1]
-        self.held: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = self.sock.accept()
-                self.held.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.held:
-            conn.close()
-
 
 @dataclass
 class SlowClients:
@@ -367,7 +323,8 @@ def load(stop: Any, results: Any, slow: SlowClients | None, server: Server | Non
     for _ in range(blackholed):
         session = server.session()
         threads.append(loop_until(local, samples, lambda s=session: s.post(
-            f"{server.url}/sync", data=blackholed_sync(port), timeout=SYNC_TIMEOUT), every=1.0))
+            f"{server.url}/sync", data=sync_for("127.0.0.1", port), timeout=SYNC_TIMEOUT),
+            every=1.0))
     stop.wait()
     local.set()
     for thread in threads:
