@@ -4,7 +4,8 @@ them, and a real hook server.
 The clusters and the bastion are brought up by ``make test`` (tests/clusters/*-up.sh) before
 pytest runs; the fixtures only read their ``env`` files. A cluster that is not up skips its
 tests with the reason — except under ``CI=true``, where it fails them: in CI a real-cluster test
-never skips.
+never skips. An env file written before the site features (certificates, the command record,
+scratch) counts as a cluster that is not up: its bring-up script writes a complete one again.
 
 Also here: the schedulers' own view of the jobs an attempt submitted (``jobs_named`` for SLURM,
 ``clusters_with_key`` for HTCondor), which the tests compare with what the hooks report.
@@ -48,6 +49,20 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    """A Secret of the tests' namespace holding ``data`` (plain text, encoded here)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {key: b64(value) for key, value in data.items()}}
+
+
+def read_from(path: Path, offset: int) -> str:
+    """A log's text from ``offset`` (a size it had earlier) on."""
+    with path.open("rb") as log:
+        log.seek(offset)
+        return log.read().decode(errors="replace")
+
+
 @dataclass(frozen=True)
 class Cluster:
     """One test cluster: how to reach it over SSH, and root's shortcuts for checking on it."""
@@ -60,42 +75,37 @@ class Cluster:
     key: str = field(repr=False)
     known_hosts: str = field(repr=False)
     password: str = field(repr=False)
-    rootfs: str = "/"
-    """Where the cluster's files live on this machine: ``/``, or the HTCondor pool's chroot."""
-    # What the login node offers for the tests of site features (None: the env file predates
-    # them). Files are on this machine; read_text() gives what a Secret would hold.
-    cert_key: Path | None = None
+    # What the login node offers for the tests of site features. Files are on this machine;
+    # read_text() gives what a Secret would hold.
+    cert_key: Path
     """A key in no authorized_keys file: it logs in only with a certificate of ``user_ca``.
     (Given ``-i cert_key``, OpenSSH's client also offers ``cert``, the -cert.pub beside it.)"""
-    cert: Path | None = None
+    cert: Path
     """The certificate of ``cert_key`` for ``user``, valid now (and for a day at least)."""
-    cert_id: str | None = None
+    cert_id: str
     """``cert``'s key ID, which sshd logs: ``Accepted certificate ID "<cert_id>"``."""
-    cert_expired: Path | None = None
+    cert_expired: Path
     """A certificate of ``cert_key`` for ``user`` that expired in 2020."""
-    cert_future: Path | None = None
+    cert_future: Path
     """A certificate of ``cert_key`` for ``user`` that becomes valid years from now."""
-    user_ca: Path | None = None
+    user_ca: Path
     """The private key of the user CA sshd trusts, to sign other certificates with."""
-    command_log: Path | None = None
+    command_log: Path
     """Every command line sshd was asked to run, as records (see ``commands``)."""
-    ssh_log: Path | None = None
+    ssh_log: Path
     """sshd's log, at LogLevel VERBOSE."""
-    scratch: str | None = None
+    scratch: str
     """A directory outside the home, the user's alone (mode 700), as the user sees it over SSH
     and in jobs; ``on_host(scratch)`` is where it is on this machine."""
+    rootfs: str = "/"
+    """Where the cluster's files live on this machine: ``/``, or the HTCondor pool's chroot."""
 
     def secret(self, name: str, *, auth: str = "key", **override: str | None) -> dict[str, Any]:
-        data = {"username": self.user, "known_hosts": self.known_hosts}
+        data: dict[str, str | None] = {"username": self.user, "known_hosts": self.known_hosts}
         data["ssh-privatekey" if auth == "key" else "password"] = (
             self.key if auth == "key" else self.password)
         data.update(override)
-        return {
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "type": "Opaque",
-            "data": {k: b64(v) for k, v in data.items() if v is not None},
-        }
+        return secret(name, {k: v for k, v in data.items() if v is not None})
 
     def batchjob(self, name: str, script: str, secret: str, **spec: Any) -> dict[str, Any]:
         return {
@@ -122,7 +132,6 @@ class Cluster:
         """The command lines sshd was asked to run so far, oldest first (each record of
         ``command_log`` is the command's text, a NUL byte and a newline; a login shell without
         a command is an empty one). Other tests' commands are there too."""
-        assert self.command_log is not None, f"{self.state}/env has no command log"
         records = self.command_log.read_bytes().split(b"\0\n")
         return [record.decode(errors="replace") for record in records[:-1]]
 
@@ -135,9 +144,14 @@ class Cluster:
         return done.stdout
 
     def script(self, name: str, *args: str) -> None:
-        env = {**os.environ, "HPCBRIDGE_SLURM_SMOKE": "0", "HPCBRIDGE_CONDOR_SMOKE": "0"}
-        subprocess.run(["bash", str(REPO / "tests/clusters" / name), *args], check=True,
-                       env=env, timeout=300, capture_output=True)
+        run_script(name, *args)
+
+
+def run_script(name: str, *args: str) -> None:
+    """Run one of tests/clusters' scripts (the up scripts without their smoke jobs)."""
+    env = {**os.environ, "HPCBRIDGE_SLURM_SMOKE": "0", "HPCBRIDGE_CONDOR_SMOKE": "0"}
+    subprocess.run(["bash", str(REPO / "tests/clusters" / name), *args], check=True,
+                   env=env, timeout=300, capture_output=True)
 
 
 CLUSTER_ENV = {
@@ -146,28 +160,34 @@ CLUSTER_ENV = {
 }
 
 
+SITE_KEYS = ("CERT_KEY", "CERT", "CERT_ID", "CERT_EXPIRED", "CERT_FUTURE", "USER_CA",
+             "COMMAND_LOG", "SSH_LOG", "SCRATCH")
+"""What an env file written before the site features lacks."""
+
+
 def cluster_from_state(backend: str) -> Cluster | None:
-    """The test cluster of ``backend`` as its bring-up script described it, or None."""
+    """The test cluster of ``backend`` as its bring-up script described it, or None (no env
+    file, or one written before the site features)."""
     prefix, default, _ = CLUSTER_ENV[backend]
     state = Path(os.environ.get(f"{prefix}_STATE", default))
     if not (state / "env").exists():
         return None
     env = read_env(state / "env")
+    if any(not env.get(f"{prefix}_{key}") for key in SITE_KEYS):
+        return None
 
-    def path(name: str) -> Path | None:
-        value = env.get(f"{prefix}_{name}")
-        return Path(value) if value else None
+    def path(name: str) -> Path:
+        return Path(env[f"{prefix}_{name}"])
 
     return Cluster(
         backend=backend, state=state, host=env[f"{prefix}_HOST"],
         port=int(env[f"{prefix}_PORT"]), user=env[f"{prefix}_USER"],
-        key=Path(env[f"{prefix}_KEY"]).read_text(),
-        known_hosts=Path(env[f"{prefix}_KNOWN_HOSTS"]).read_text(),
+        key=path("KEY").read_text(), known_hosts=path("KNOWN_HOSTS").read_text(),
         password=env[f"{prefix}_PASSWORD"], rootfs=env.get(f"{prefix}_ROOTFS", "/"),
-        cert_key=path("CERT_KEY"), cert=path("CERT"), cert_id=env.get(f"{prefix}_CERT_ID"),
+        cert_key=path("CERT_KEY"), cert=path("CERT"), cert_id=env[f"{prefix}_CERT_ID"],
         cert_expired=path("CERT_EXPIRED"), cert_future=path("CERT_FUTURE"),
         user_ca=path("USER_CA"), command_log=path("COMMAND_LOG"), ssh_log=path("SSH_LOG"),
-        scratch=env.get(f"{prefix}_SCRATCH"),
+        scratch=env[f"{prefix}_SCRATCH"],
     )
 
 
@@ -175,8 +195,8 @@ def up_or_unavailable(backend: str) -> Cluster:
     cluster = cluster_from_state(backend)
     if cluster is None:
         _, default, script = CLUSTER_ENV[backend]
-        unavailable(f"the {backend} test cluster is not up (no {default}/env): run make test "
-                    f"as root, or {script}")
+        unavailable(f"the {backend} test cluster is not up (no {default}/env, or one written "
+                    f"before the site features): run make test as root, or {script}")
     assert cluster is not None
     return cluster
 
@@ -258,23 +278,21 @@ class Bastion:
     def forwarded(self, since: int = 0) -> list[tuple[str, int]]:
         """The (name, port) of every connection forwarded since that point of the log (other
         tests' connections too)."""
-        with self.log.open("rb") as log:
-            log.seek(since)
-            text = log.read().decode(errors="replace")
-        return [(m[3], int(m[4])) for m in DIRECT_TCPIP.finditer(text)]
+        return [(m[3], int(m[4])) for m in DIRECT_TCPIP.finditer(read_from(self.log, since))]
+
+    def secret(self, name: str) -> dict[str, Any]:
+        """A Secret that logs the jump user in to the bastion."""
+        return secret(name, {"username": self.user, "ssh-privatekey": self.key,
+                             "known_hosts": self.known_hosts})
 
     def stop(self) -> None:
         """Stop the bastion's sshd and the connections open through it (by PID). A test that
         does this is an outage test: the bastion is everybody's."""
-        self.script("bastion-down.sh")
+        run_script("bastion-down.sh")
 
     def start(self) -> None:
         """Start the bastion again (or leave it running): same keys, names and port."""
-        self.script("bastion-up.sh")
-
-    def script(self, name: str, *args: str) -> None:
-        subprocess.run(["bash", str(REPO / "tests/clusters" / name), *args], check=True,
-                       timeout=300, capture_output=True)
+        run_script("bastion-up.sh")
 
 
 BASTION_STATE = "/var/tmp/hpcbridge-bastion"

@@ -10,7 +10,6 @@ the BatchJob's status.
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import threading
@@ -32,6 +31,8 @@ from tests.integration.conftest import (
     condition,
     condor,
     jobs_named,
+    read_from,
+    secret,
     start,
 )
 
@@ -60,19 +61,9 @@ def logged_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         yield url, log
 
 
-def b64(data: str) -> str:
-    return base64.b64encode(data.encode()).decode()
-
-
 def config_map(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": NAMESPACE}, "data": data}
-
-
-def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "data": {key: b64(value) for key, value in data.items()}}
 
 
 class PsSampler:
@@ -104,7 +95,6 @@ def test_env_and_inputs_reach_the_job_in_the_work_dir_and_nowhere_else(
 ) -> None:
     url, server_log = logged_server
     driver = Driver(url)
-    assert cluster.scratch is not None and cluster.command_log is not None
     token, lic, param = (f"{kind}-{uuid.uuid4().hex}" for kind in ("token", "lic", "param"))
     driver.apply_secret(secret(f"{name}-tokens", {"api": token, "lic": lic}))
     driver.apply_config_map(config_map(f"{name}-settings",
@@ -151,18 +141,15 @@ def test_env_and_inputs_reach_the_job_in_the_work_dir_and_nowhere_else(
     assert not (cluster.on_host(attempt) / "hpcbridge-env").exists()
     assert not (cluster.on_host(cluster.scratch) / ".hpcbridge").exists()
 
-    with cluster.command_log.open("rb") as record:
-        record.seek(log_mark)
-        commands = record.read().decode(errors="replace")
+    commands = read_from(cluster.command_log, log_mark)
     assert "hpcbridge-submit" in commands and attempt in commands
     places = {
         "a remote command line": commands,
         "a ps sample": "\n".join(ps.seen),
         "the hook server's log": server_log.read_text(),
         "the BatchJob's status": json.dumps(status),
+        "sshd's log": cluster.ssh_log.read_text(errors="replace"),
     }
-    if cluster.ssh_log is not None:
-        places["sshd's log"] = cluster.ssh_log.read_text(errors="replace")
     for secret_value in (token, lic, param):
         for where, text in places.items():
             assert secret_value not in text, f"a secret value is in {where}"
@@ -298,12 +285,7 @@ def bastion_batchjob(driver: Driver, cluster: Cluster, bastion: Bastion, name: s
     login node's known_hosts names it so, hashed."""
     route = bastion.route(cluster.backend)
     driver.apply_secret(cluster.secret(f"{name}-login", known_hosts=route.known_hosts_hashed))
-    driver.apply_secret({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": f"{name}-bastion", "namespace": NAMESPACE},
-        "data": {"username": b64(bastion.user), "ssh-privatekey": b64(bastion.key),
-                 "known_hosts": b64(bastion.known_hosts)},
-    })
+    driver.apply_secret(bastion.secret(f"{name}-bastion"))
     batchjob = cluster.batchjob(name, script, f"{name}-login")
     batchjob["spec"]["cluster"].update(
         host=route.name, port=route.port,
@@ -355,7 +337,6 @@ def test_a_stopped_bastion_is_unreachable_naming_it_then_recovers(
 
 
 def certificate_secret(cluster: Cluster, name: str, certificate: Path) -> dict[str, Any]:
-    assert cluster.cert_key is not None
     return cluster.secret(name, **{"ssh-privatekey": cluster.cert_key.read_text(),
                                    "ssh-certificate": certificate.read_text()})
 
@@ -363,15 +344,12 @@ def certificate_secret(cluster: Cluster, name: str, certificate: Path) -> dict[s
 def test_a_certificate_signed_key_runs_and_an_expired_one_is_refused(
     driver: Driver, cluster: Cluster, name: str
 ) -> None:
-    if cluster.cert is None or cluster.cert_expired is None:
-        pytest.fail(f"{cluster.state}/env names no test certificates")
     driver.apply_secret(certificate_secret(cluster, f"{name}-login", cluster.cert))
     driver.create(cluster.batchjob(name, "#!/bin/sh\necho signed\n", f"{name}-login"))
     status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
     assert status["phase"] == "Succeeded", status
-    if cluster.ssh_log is not None and cluster.cert_id:
-        assert f'Accepted certificate ID "{cluster.cert_id}"' in cluster.ssh_log.read_text(
-            errors="replace")
+    assert f'Accepted certificate ID "{cluster.cert_id}"' in cluster.ssh_log.read_text(
+        errors="replace")
 
     expired = f"{name}-old"
     driver.apply_secret(certificate_secret(cluster, f"{expired}-login", cluster.cert_expired))

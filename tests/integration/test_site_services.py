@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import Bastion, Cluster
+from tests.integration.conftest import Bastion, Cluster, read_from
 
 OPTIONS = [
     "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
@@ -54,18 +54,6 @@ def jump(bastion: Bastion) -> str:
         "ssh", *OPTIONS, "-o", f"UserKnownHostsFile={bastion.known_hosts_file}",
         "-i", str(bastion.key_file), "-p", str(bastion.port), "-W", "%h:%p",
         f"{bastion.user}@{bastion.host}"])
-
-
-def log_size(log: Path | None) -> int:
-    assert log is not None
-    return log.stat().st_size
-
-
-def log_since(log: Path | None, offset: int) -> str:
-    assert log is not None
-    with log.open("rb") as f:
-        f.seek(offset)
-        return f.read().decode(errors="replace")
 
 
 # -- the bastion -------------------------------------------------------------------------------
@@ -114,7 +102,6 @@ def test_the_jump_user_gets_no_shell(bastion: Bastion) -> None:
 ], ids=["valid", "expired", "not-yet-valid", "no-certificate"])
 def test_the_certificate_key_logs_in_with_a_valid_certificate_only(
         cluster: Cluster, tmp_path: Path, certificate: str | None, refusal: str | None) -> None:
-    assert cluster.cert_key is not None, f"{cluster.state}/env predates the certificates"
     # The key alone in a directory of its own, since OpenSSH's client also offers KEY-cert.pub.
     key = private(tmp_path / "key", cluster.cert_key.read_text())
     if certificate is not None:
@@ -122,16 +109,16 @@ def test_the_certificate_key_logs_in_with_a_valid_certificate_only(
         assert isinstance(cert, Path)
         shutil.copyfile(cert, tmp_path / "key-cert.pub")
     known_hosts = private(tmp_path / "known_hosts", cluster.known_hosts)
-    since = log_size(cluster.ssh_log)
+    since = cluster.ssh_log.stat().st_size
     done = ssh(cluster.host, cluster.port, cluster.user, key, known_hosts, "id -un")
     if certificate == "cert":
         assert (done.returncode, done.stdout) == (0, f"{cluster.user}\n"), done.stderr
-        assert f'Accepted certificate ID "{cluster.cert_id}"' in log_since(cluster.ssh_log, since)
+        assert f'Accepted certificate ID "{cluster.cert_id}"' in read_from(cluster.ssh_log, since)
     else:
         assert done.returncode == 255
         assert "Permission denied" in done.stderr
         if refusal is not None:
-            assert refusal in log_since(cluster.ssh_log, since)
+            assert refusal in read_from(cluster.ssh_log, since)
 
 
 # -- the record of every command ---------------------------------------------------------------
@@ -166,7 +153,6 @@ def test_sftp_runs_through_the_recorder(cluster: Cluster, tmp_path: Path) -> Non
 # -- scratch directories -----------------------------------------------------------------------
 
 def test_the_scratch_directory_is_the_users_alone_outside_the_home(cluster: Cluster) -> None:
-    assert cluster.scratch is not None, f"{cluster.state}/env predates the scratch directory"
     home = cluster.on_host(f"/home/{cluster.user}")
     scratch = cluster.on_host(cluster.scratch)
     assert not scratch.is_relative_to(home)
@@ -174,7 +160,6 @@ def test_the_scratch_directory_is_the_users_alone_outside_the_home(cluster: Clus
 
 
 def test_a_job_writes_to_the_scratch_directory(cluster: Cluster, tmp_path: Path) -> None:
-    assert cluster.scratch is not None, f"{cluster.state}/env predates the scratch directory"
     marker = f"marker-{uuid.uuid4().hex}"
     path = f"{cluster.scratch}/{marker}"
     write = f"echo {marker} > {path}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ from hooks.ssh import errors
 from hooks.ssh.client import Jump, Target
 from hooks.ssh.login import connect
 from hooks.ssh.pool import Pool
-from tests.integration.conftest import Bastion, Cluster, unavailable
+from tests.integration.conftest import Bastion, Cluster, read_from
 
 
 @pytest.fixture
@@ -64,10 +65,7 @@ def user_of(pool: Pool, target: Target, credentials: Credentials) -> str:
 
 def accepted(bastion: Bastion, since: int) -> int:
     """How many logins of the jump user the bastion accepted since that point of its log."""
-    with bastion.log.open("rb") as log:
-        log.seek(since)
-        text = log.read().decode(errors="replace")
-    return text.count(f"Accepted publickey for {bastion.user} ")
+    return read_from(bastion.log, since).count(f"Accepted publickey for {bastion.user} ")
 
 
 @pytest.mark.parametrize("hashed", [pytest.param(False, id="plain-known-hosts"),
@@ -179,23 +177,7 @@ def test_a_login_node_the_bastion_cannot_reach(
 
 def certified(cluster: Cluster) -> tuple[str, str]:
     """The cluster's certificate-only key and its valid certificate."""
-    if cluster.cert_key is None or cluster.cert is None:
-        unavailable(f"the {cluster.backend} test cluster has no user certificates (its "
-                    "bring-up script predates them: run it again)")
-    assert cluster.cert_key is not None and cluster.cert is not None
     return cluster.cert_key.read_text(), cluster.cert.read_text()
-
-
-def sshd_log_size(cluster: Cluster) -> int:
-    return cluster.ssh_log.stat().st_size if cluster.ssh_log else 0
-
-
-def sshd_log_since(cluster: Cluster, since: int) -> str:
-    if cluster.ssh_log is None:
-        return ""
-    with cluster.ssh_log.open("rb") as log:
-        log.seek(since)
-        return log.read().decode(errors="replace")
 
 
 def test_a_certificate_logs_in_with_a_key_no_authorized_keys_lists(
@@ -203,13 +185,12 @@ def test_a_certificate_logs_in_with_a_key_no_authorized_keys_lists(
 ) -> None:
     key, cert = certified(cluster)
     direct = Target(cluster.host, cluster.port)
-    since = sshd_log_size(cluster)
+    since = cluster.ssh_log.stat().st_size
     credentials = login(cluster, cluster.known_hosts, **{"ssh-privatekey": key,
                                                          "ssh-certificate": cert})
     assert credentials.certificate == cert
     assert user_of(pool, direct, credentials) == cluster.user
-    if cluster.ssh_log is not None and cluster.cert_id is not None:
-        assert f'Accepted certificate ID "{cluster.cert_id}"' in sshd_log_since(cluster, since)
+    assert f'Accepted certificate ID "{cluster.cert_id}"' in read_from(cluster.ssh_log, since)
     # The key alone is refused: the certificate is what logged in.
     with pytest.raises(errors.AuthenticationFailed) as caught:
         user_of(pool, direct, login(cluster, cluster.known_hosts, **{"ssh-privatekey": key}))
@@ -236,9 +217,7 @@ def test_a_certificate_outside_its_window_is_refused_before_any_login(
     cluster: Cluster, which: str, ending: str
 ) -> None:
     key, _ = certified(cluster)
-    path = getattr(cluster, which)
-    if path is None:
-        unavailable(f"the {cluster.backend} test cluster has no {which} certificate")
+    path: Path = getattr(cluster, which)
     with pytest.raises(SecretError) as caught:
         login(cluster, cluster.known_hosts, **{"ssh-privatekey": key,
                                                "ssh-certificate": path.read_text()})
