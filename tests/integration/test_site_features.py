@@ -168,7 +168,6 @@ def test_a_missing_configmap_waits_with_its_name_then_runs(
     assert (status["phase"], status["reason"]) == ("Pending", "ConfigMapNotFound")
     assert f"{name}-cfg" in status["message"]
     driver.apply_config_map(config_map(f"{name}-cfg", {"mode": "slow"}))
-    driver._related.clear()
     status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
     assert status["phase"] == "Succeeded", status
     (pod,) = driver.pods_of(NAMESPACE, name)
@@ -179,7 +178,6 @@ def test_active_deadline_cancels_the_job(driver: Driver, cluster: Cluster, name:
     start(driver, cluster, name, "#!/bin/sh\nsleep 600\n", activeDeadlineSeconds=3)
     first = driver.sync(NAMESPACE, name)["status"]
     assert first["jobIDs"], first
-    time.sleep(4)
     status = driver.run_to_phase(NAMESPACE, name, "Failed", "Succeeded", "Cancelled")["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded"), status
     assert condition(driver.get(NAMESPACE, name), "Failed")["status"] == "True"
@@ -265,16 +263,22 @@ def test_suspend_before_submission_then_hold_and_release(
     assert condition(driver.get(NAMESPACE, name), "Suspended")["status"] == "False"
 
 
+GATED = """#!/bin/sh
+# Runs until the test creates the file 'finish' in the attempt directory (5 minutes at most).
+i=0
+while [ ! -e finish ] && [ "$i" -lt 300 ]; do sleep 1; i=$((i + 1)); done
+echo finished
+"""
+
+
 def test_suspend_does_not_stop_a_running_job(driver: Driver, cluster: Cluster,
                                              name: str) -> None:
-    start(driver, cluster, name, "#!/bin/sh\nsleep 8\necho finished\n")
+    batchjob = start(driver, cluster, name, GATED)
     driver.run_to_phase(NAMESPACE, name, "Running")
     driver.update_spec(NAMESPACE, name, lambda spec: spec.update(suspend=True))
-    time.sleep(STATUS_TTL)
     status = driver.sync(NAMESPACE, name)["status"]
-    assert status["phase"] in ("Running", "Succeeded"), status
-    if status["phase"] == "Running":
-        assert "cannot be suspended" in status["message"]
+    assert status["phase"] == "Running" and "cannot be suspended" in status["message"], status
+    (cluster.remote_root(batchjob) / "attempt-1" / "finish").touch()
     status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
     assert (status["phase"], status["attempt"]) == ("Succeeded", 1), status
 
