@@ -57,7 +57,8 @@ def free_port() -> int:
 def serving(log: Path, **env: str) -> Iterator[str]:
     """The hook server as `make run` starts it (gunicorn with the product's settings) on a free
     127.0.0.1 port, with ``env`` set and its output in ``log``: its URL, and the server stopped
-    by its PID on the way out."""
+    by its PID on the way out. With ``HPCBRIDGE_TLS_CERT`` the URL is https, and the server is
+    awaited on its probes' port (``HPCBRIDGE_METRICS_PORT``), where /healthz is plain HTTP."""
     port = free_port()
     gunicorn = Path(sys.executable).with_name("gunicorn")
     with log.open("w") as sink:
@@ -65,10 +66,11 @@ def serving(log: Path, **env: str) -> Iterator[str]:
             [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
             cwd=REPO, env={**os.environ, "HOST": "127.0.0.1", "PORT": str(port), **env},
             stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if env.get('HPCBRIDGE_TLS_CERT') else 'http'}://127.0.0.1:{port}"
+    probes = env.get("HPCBRIDGE_METRICS_PORT")
     try:
         try:
-            wait_serving(url)
+            wait_serving(f"http://127.0.0.1:{probes}" if probes else url)
         except RuntimeError as error:
             raise RuntimeError(f"{error}: {log.read_text()}") from None
         yield url

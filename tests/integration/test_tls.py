@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.driver import REPO, free_port, wait_serving
+from tests.driver import REPO, free_port, serving
 
 CUSTOMIZE = (REPO / "examples/requests/customize.json").read_bytes()
 JSON = {"Content-Type": "application/json"}
@@ -149,9 +149,8 @@ HEADER_TIMEOUT = 2.0
 """The server's HPCBRIDGE_HEADER_TIMEOUT here: a stalled handshake is cut off after it."""
 
 
-def tls_env(pki: Pki, port: int, metrics_port: int) -> dict[str, str]:
-    return {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
-            "HPCBRIDGE_LOG_IMAGE": "hpcbridge:test",
+def tls_env(pki: Pki, metrics_port: int) -> dict[str, str]:
+    return {"HPCBRIDGE_LOG_IMAGE": "hpcbridge:test",
             "HPCBRIDGE_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
             "HPCBRIDGE_TLS_CERT": str(pki.server.cert), "HPCBRIDGE_TLS_KEY": str(pki.server.key),
             "HPCBRIDGE_TLS_CLIENT_CA": str(pki.ca.cert),
@@ -161,24 +160,10 @@ def tls_env(pki: Pki, port: int, metrics_port: int) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    port, metrics_port = free_port(), free_port()
+    metrics_port = free_port()
     log = tmp_path_factory.mktemp("hooks-tls") / "gunicorn.log"
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    with log.open("w") as sink:
-        process = subprocess.Popen(
-            [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
-            cwd=REPO, env=tls_env(pki, port, metrics_port), stdout=sink,
-            stderr=subprocess.STDOUT)
-    url = f"https://127.0.0.1:{port}"
-    try:
-        try:
-            wait_serving(f"http://127.0.0.1:{metrics_port}", within=60)
-        except RuntimeError as error:
-            raise RuntimeError(f"{error}: {log.read_text()}") from None
-        yield Server(url, f"http://127.0.0.1:{metrics_port}", port, pki)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with serving(log, **tls_env(pki, metrics_port)) as url:
+        yield Server(url, f"http://127.0.0.1:{metrics_port}", int(url.rsplit(":", 1)[1]), pki)
     server_log = log.read_text()
     assert "Traceback" not in server_log, server_log
 
