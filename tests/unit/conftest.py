@@ -7,11 +7,17 @@ found by pytest as usual.
 
 from __future__ import annotations
 
+import base64
 import datetime
+import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hooks.core.model import JobRequest
 from hooks.core.request import Call, Policy, parse_call
@@ -130,3 +136,47 @@ def runtime(
     """A runtime with the product's settings (``log_image`` fixed) and a stand-in pool."""
     return Runtime.build(Settings(**{"log_image": IMAGE, **settings}),
                          schedulers=schedulers, clock=lambda: now, pool=pool or FakePool())
+
+
+# --- ssh-keygen ----------------------------------------------------------------------------------
+
+def need_ssh_keygen() -> None:
+    """Skip without OpenSSH's ssh-keygen, except under ``CI=true``, where it must be there."""
+    if shutil.which("ssh-keygen") is None:
+        reason = "ssh-keygen (OpenSSH's client tools) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (CI=true: these tests must run)")
+        pytest.skip(reason)
+
+
+class Keygen:
+    """Keys and certificates made by ssh-keygen with a user CA, in UTC."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.run("-t", "ed25519", "-N", "", "-f", str(directory / "ca"))
+
+    def run(self, *args: str) -> None:
+        subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True,
+                       env={**os.environ, "TZ": "UTC"}, timeout=60)
+
+    def key(self, name: str, kind: str = "ed25519") -> str:
+        path = self.directory / name
+        if not path.exists():
+            self.run("-t", kind, "-N", "", "-f", str(path))
+        return path.read_text()
+
+    def public(self, name: str) -> bytes:
+        return base64.b64decode((self.directory / f"{name}.pub").read_text().split()[1])
+
+    def certificate(self, name: str, *options: str, kind: str = "ed25519") -> str:
+        self.key(name, kind)
+        self.run("-s", str(self.directory / "ca"), "-I", f"id-{name}", "-n", "alice",
+                 *options, str(self.directory / f"{name}.pub"))
+        return (self.directory / f"{name}-cert.pub").read_text()
+
+
+@pytest.fixture(scope="module")
+def keygen(tmp_path_factory: pytest.TempPathFactory) -> Keygen:
+    need_ssh_keygen()
+    return Keygen(tmp_path_factory.mktemp("keys"))

@@ -10,10 +10,6 @@ import dataclasses
 import datetime
 import hashlib
 import hmac
-import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +22,7 @@ from hooks.core.secret import (
     parse_secret,
     read_certificate,
 )
+from tests.unit.conftest import Keygen
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA\n-----END OPENSSH " \
       "PRIVATE KEY-----\n"
@@ -240,40 +237,6 @@ def test_a_known_hosts_line_that_cannot_be_read_is_refused_by_its_number(
 
 
 # --- ssh-certificate ---------------------------------------------------------------------------
-
-class Keygen:
-    """Keys and certificates made by ssh-keygen with a user CA, in UTC."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.run("-t", "ed25519", "-N", "", "-f", str(directory / "ca"))
-
-    def run(self, *args: str) -> None:
-        subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True,
-                       env={**os.environ, "TZ": "UTC"}, timeout=60)
-
-    def key(self, name: str, kind: str = "ed25519") -> str:
-        path = self.directory / name
-        if not path.exists():
-            self.run("-t", kind, "-N", "", "-f", str(path))
-        return path.read_text()
-
-    def public(self, name: str) -> bytes:
-        return base64.b64decode((self.directory / f"{name}.pub").read_text().split()[1])
-
-    def certificate(self, name: str, *options: str, kind: str = "ed25519") -> str:
-        self.key(name, kind)
-        self.run("-s", str(self.directory / "ca"), "-I", f"id-{name}", "-n", "alice",
-                 *options, str(self.directory / f"{name}.pub"))
-        return (self.directory / f"{name}-cert.pub").read_text()
-
-
-@pytest.fixture(scope="module")
-def keygen(tmp_path_factory: pytest.TempPathFactory) -> Keygen:
-    if shutil.which("ssh-keygen") is None:
-        pytest.skip("ssh-keygen (OpenSSH's client tools) is not installed")
-    return Keygen(tmp_path_factory.mktemp("keys"))
-
 
 DAY = "20200101:20200102"
 INSIDE = datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.UTC)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -29,6 +27,7 @@ from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target
 from hooks.ssh.login import Leg, _usable_key, connect, known_host_keys
+from tests.unit.conftest import Keygen, need_ssh_keygen
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
@@ -326,15 +325,6 @@ def test_a_revoked_host_key_is_refused_as_revoked(servers: tuple[Server, Server]
 
 # --- known_hosts and certificates ----------------------------------------------------------------
 
-def need_ssh_keygen() -> None:
-    """Skip without OpenSSH's ssh-keygen, except under ``CI=true``, where it must be there."""
-    if shutil.which("ssh-keygen") is None:
-        reason = "ssh-keygen (OpenSSH's client tools) is not installed"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (CI=true: these tests must run)")
-        pytest.skip(reason)
-
-
 def test_hashed_known_hosts_names_are_found(tmp_path: Path) -> None:
     need_ssh_keygen()
     key = new_key()
@@ -350,19 +340,11 @@ def test_hashed_known_hosts_names_are_found(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def certified(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def certified(keygen: Keygen) -> Path:
     """An ed25519 key ``user`` with its certificate ``user-cert.pub``, and a key ``other``."""
-    need_ssh_keygen()
-    directory = tmp_path_factory.mktemp("certs")
-
-    def keygen(*args: str) -> None:
-        subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True,
-                       env={**os.environ, "TZ": "UTC"}, timeout=60)
-
-    for name in ("ca", "user", "other"):
-        keygen("-t", "ed25519", "-N", "", "-f", str(directory / name))
-    keygen("-s", str(directory / "ca"), "-I", "id", "-n", "alice", str(directory / "user.pub"))
-    return directory
+    keygen.certificate("user")
+    keygen.key("other")
+    return keygen.directory
 
 
 def test_a_certificate_goes_onto_its_key(certified: Path) -> None:
