@@ -180,3 +180,16 @@ class Keygen:
 def keygen(tmp_path_factory: pytest.TempPathFactory) -> Keygen:
     need_ssh_keygen()
     return Keygen(tmp_path_factory.mktemp("keys"))
+
+
+def stand_ins(tmp_path: Path, *, home: Path, **programs: str) -> dict[str, str]:
+    """An environment whose PATH finds these stand-in programs (shell bodies, by name) first,
+    with ``home`` as HOME: a login node for the remote programs, run locally."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in programs.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    home.mkdir(exist_ok=True)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}

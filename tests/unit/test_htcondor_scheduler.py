@@ -58,6 +58,7 @@ from tests.unit.conftest import (
     raw_spec,
     recorded,
     spec_of,
+    stand_ins,
 )
 from tests.unit.conftest import job as build_job
 
@@ -436,18 +437,8 @@ def test_submit_is_one_guarded_command_with_script_and_description_on_stdin() ->
     assert job.spec.script not in " ".join(argv)
 
 
-def _stand_ins(tmp_path: Path, **programs: str) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, body in programs.items():
-        path = bin_dir / name
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(0o755)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
-
-
 def _lookup(tmp_path: Path, **programs: str) -> subprocess.CompletedProcess[str]:
-    env = _stand_ins(tmp_path, **programs)
+    env = stand_ins(tmp_path, home=tmp_path, **programs)
     return subprocess.run(["sh", "-c", lookup("k-1")], env=env, capture_output=True,
                           text=True, check=False)
 
@@ -483,7 +474,7 @@ def _guarded_submit(tmp_path: Path, condor_submit: str) -> tuple[str, Path]:
         submit=SUBMIT, lookup=lookup(job.key), transient=TRANSIENT_ERRORS,
         stale_seconds=job.guard_stale,
     )
-    env = _stand_ins(tmp_path, condor_submit=condor_submit)
+    env = stand_ins(tmp_path, home=tmp_path, condor_submit=condor_submit)
     result = subprocess.run(argv, input=stdin, env=env, capture_output=True, check=False)
     return result.stdout.decode(), tmp_path / job.remote_dir
 

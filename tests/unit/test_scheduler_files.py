@@ -31,7 +31,7 @@ from hooks.schedulers.htcondor.commands import SUBMIT as HTCONDOR_SUBMIT
 from hooks.schedulers.htcondor.description import submit_description
 from hooks.schedulers.slurm import SCHEDULER as SLURM
 from hooks.schedulers.slurm.commands import EXPORT, sbatch_argv, submit_argv
-from tests.unit.conftest import UID, FakeConnection, completed, deadline, job
+from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, stand_ins
 
 SECRET_VALUE = "tok'en $(rm -rf /) `id` \\n \"quoted\"\nsecond line"
 ENVIRONMENT = (("MODE", "fast"), ("TOKEN", SECRET_VALUE), ("EMPTY", ""), ("EQ", "a=b=c"))
@@ -281,17 +281,10 @@ def test_htcondor_hold_of_nothing_runs_nothing() -> None:
 # --- the guarded submission, for real ------------------------------------------------------------
 
 
-def stand_ins(tmp_path: Path, **programs: str) -> dict[str, str]:
-    """PATH with stand-in programs, and a HOME of its own."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, body in programs.items():
-        path = bin_dir / name
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(0o755)
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home), "LOGIN_ONLY": "from-login"}
+def login_env(tmp_path: Path, **programs: str) -> dict[str, str]:
+    """Stand-in programs, a HOME of its own, and a variable of the login environment."""
+    return {**stand_ins(tmp_path, home=tmp_path / "home", **programs),
+            "LOGIN_ONLY": "from-login"}
 
 
 def guarded(request: JobRequest, files: list[tuple[str, bytes]], submit: list[str],
@@ -316,7 +309,7 @@ def mode(path: Path) -> int:
 
 def test_inputs_in_sub_directories_land_in_an_absolute_work_dir(tmp_path: Path) -> None:
     request = absolute(tmp_path)
-    env = stand_ins(tmp_path)
+    env = login_env(tmp_path)
     out = guarded(request, [("script", b"#!/bin/sh\n"), *input_files(request)],
                   ["sh", "-c", "find . -type f | sort > ../listed; echo 4242"], env)
     assert out == "submitted 4242"
@@ -335,7 +328,7 @@ def test_inputs_in_sub_directories_land_in_an_absolute_work_dir(tmp_path: Path) 
 def test_a_home_relative_work_dir_lands_in_home(tmp_path: Path) -> None:
     request = with_payload(job(cluster={"host": "h", "secretRef": {"name": "s"},
                                         "workDir": "~/jobs"}))
-    env = stand_ins(tmp_path)
+    env = login_env(tmp_path)
     assert guarded(request, [("script", b"#!/bin/sh\n"), *input_files(request)],
                    ["echo", "4242"], env) == "submitted 4242"
     attempt = Path(env["HOME"]) / "jobs/research/hello" / UID / "attempt-1"
@@ -344,7 +337,7 @@ def test_a_home_relative_work_dir_lands_in_home(tmp_path: Path) -> None:
 
 def test_a_cut_upload_of_a_nested_file_is_not_submitted(tmp_path: Path) -> None:
     request = absolute(tmp_path)
-    env = stand_ins(tmp_path)
+    env = login_env(tmp_path)
     files = [("script", b"#!/bin/sh\n"), *input_files(request)]
     _, payload = guard.command(remote_dir=request.remote_dir, files=files, submit=["true"],
                                lookup="exit 0", transient="x", stale_seconds=120)
@@ -356,7 +349,7 @@ def test_a_cut_upload_of_a_nested_file_is_not_submitted(tmp_path: Path) -> None:
 
 def test_sbatch_gets_the_login_environment_then_the_attempts(tmp_path: Path) -> None:
     request = absolute(tmp_path)
-    env = stand_ins(tmp_path, sbatch='cp hpcbridge-env ../seen-env\n'
+    env = login_env(tmp_path, sbatch='cp hpcbridge-env ../seen-env\n'
                                      'printf "%s\\n" "$@" > ../seen-args\necho 4242')
     files = [("script", b"#!/bin/sh\n"), (ENV_FILE, environment_file(request.environment)),
              *input_files(request)]
@@ -381,7 +374,7 @@ def test_condor_submit_and_the_wrapper_run_the_script_with_env_and_inputs(
     """A stand-in condor_submit runs the job where it was submitted, as a pool with a shared
     filesystem would: the wrapper reads the env file, then runs the script."""
     request = absolute(tmp_path, "htcondor")
-    env = stand_ins(tmp_path, condor_submit=(
+    env = login_env(tmp_path, condor_submit=(
         'cat > ../seen.sub; ./hpcbridge-run > ../job.out 2>&1; echo "23.0 - 23.0"'))
     script = (b'#!/bin/sh\nprintf "%s|%s|" "$MODE" "$LOGIN_ONLY"\n'
               b'printf "%s" "$TOKEN" | od -c | head -n 1\ncat data/raw/blob.bin | wc -c\n')
@@ -401,7 +394,7 @@ def test_condor_submit_and_the_wrapper_run_the_script_with_env_and_inputs(
 
 def test_cleanup_and_the_end_marker_under_an_absolute_work_dir(tmp_path: Path) -> None:
     request = absolute(tmp_path)
-    env = stand_ins(tmp_path)
+    env = login_env(tmp_path)
     guarded(request, [("script", b"#!/bin/sh\n")], ["echo", "4242"], env)
     attempt = Path(request.remote_dir)
     subprocess.run(guard.mark_ended_command(remote_dir=request.remote_dir, phase="Failed"),

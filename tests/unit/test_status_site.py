@@ -10,12 +10,13 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
 from hooks.core.model import ClusterRef, Hop, Phase, Reason
 from hooks.core.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
 from tests.unit.conftest import UID
+from tests.unit.test_status import status_schema as crd_status_schema
+from tests.unit.test_status import strict
 
 REPO = Path(__file__).resolve().parents[2]
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z"
@@ -53,20 +54,8 @@ STATUSES = {
 CASES = [pytest.param(s, id=name) for name, s in STATUSES.items()]
 
 
-def strict(schema: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in schema.items() if not k.startswith("x-kubernetes-")}
-    if "properties" in schema:
-        out["properties"] = {k: strict(v) for k, v in schema["properties"].items()}
-        out["additionalProperties"] = False
-    if "items" in schema:
-        out["items"] = strict(schema["items"])
-    return out
-
-
 def status_schema() -> dict[str, Any]:
-    crd = yaml.safe_load((REPO / "crds" / "batchjob.yaml").read_text())
-    version, = crd["spec"]["versions"]
-    return strict(version["schema"]["openAPIV3Schema"]["properties"]["status"])
+    return strict(crd_status_schema())
 
 
 def render(status: Status, previous: object = None, now: str = T1) -> dict[str, Any]:
