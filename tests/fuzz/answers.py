@@ -26,7 +26,7 @@ import requests
 import yaml
 
 from tests.driver import REPO, free_port
-from tests.static.test_manifests import to_jsonschema
+from tests.static.kube import to_jsonschema
 
 SAVED = REPO / "examples/requests"
 ANSWER_KEYS = {"status", "resyncAfterSeconds", "finalized"}

@@ -7,18 +7,26 @@ ones as root. A test whose program is missing fails with CI=true and is skipped 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.static.install import (
+    CONTROLLER_OF_INSTALL,
+    METACONTROLLER_INSTALL,
+    README,
+    SET_IMAGE,
+    copy_install_dirs,
+)
+from tests.static.kube import METACONTROLLER_KINDS, Object, Render, load_all
+
 VENV_BIN = Path(sys.executable).parent
-Render = Callable[[Path], tuple[dict[str, Any], ...]]
 
 
 def find_program(name: str) -> str | None:
@@ -79,3 +87,66 @@ def render() -> Render:
         return cache[directory]
 
     return render
+
+
+def readme_install_blocks() -> list[list[str]]:
+    """The ```sh blocks of the README's "Install on a cluster" section, a command a line."""
+    section = README.read_text().split("\n## Install on a cluster\n", 1)[1].split("\n## ", 1)[0]
+    return [
+        [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+        for block in re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    ]
+
+
+def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize: str) -> Object:
+    """Run one README install in ``workdir``, a copy of the install directories. The
+    Metacontroller install is only checked to be pinned; `kubectl apply -k DIR` and `-f FILE`
+    collect what they would apply, DIR rendered by kubectl's own kustomize; `kubectl create
+    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line runs in
+    bash, with REGISTRY/hpcbridge:TAG replaced and kustomize on PATH."""
+    applied: list[Object] = []
+    sources: list[str] = []
+    secret_steps: list[str] = []
+    for line in block:
+        words = line.split()
+        if words[:3] == ["kubectl", "apply", "-k"] and words[3].strip("'").startswith("https:"):
+            assert words == ["kubectl", "apply", "-k", f"'{METACONTROLLER_INSTALL}'"]
+        elif "kubectl create secret" in line:
+            secret = words[words.index("secret") + 2]
+            sources.append(f"secret:{secret}")
+            secret_steps.append(line)
+        elif words[:2] == ["kubectl", "apply"]:
+            assert len(words) == 4 and words[2] in ("-k", "-f"), line
+            sources.append(words[3])
+            path = workdir / words[3]
+            applied += render(path) if words[2] == "-k" else load_all(path)
+        else:
+            assert "REGISTRY/hpcbridge:TAG" in line, f"the tests do not know this step: {line}"
+            command = line.replace("REGISTRY/hpcbridge:TAG", SET_IMAGE)
+            path = f"{Path(kustomize).parent}:{os.environ['PATH']}"
+            result = subprocess.run(
+                ["bash", "-ec", command],
+                cwd=workdir,
+                env={**os.environ, "PATH": path},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert result.returncode == 0, f"{command}:\n{result.stdout}{result.stderr}"
+    return {"sources": sources, "objects": applied, "secret_steps": secret_steps}
+
+
+@pytest.fixture(scope="session")
+def readme_installs(
+    tmp_path_factory: pytest.TempPathFactory, render: Render, kustomize: str
+) -> dict[str, Object]:
+    """Each README install by its controller kind: what it applied, from where."""
+    installs = {}
+    for block in readme_install_blocks():
+        workdir = copy_install_dirs(tmp_path_factory.mktemp("readme-install"))
+        result = run_readme_block(block, workdir, render, kustomize)
+        (kind,) = {doc["kind"] for doc in result["objects"]} & METACONTROLLER_KINDS
+        install = {kind: name for name, kind in CONTROLLER_OF_INSTALL.items()}[kind]
+        assert install not in installs
+        installs[install] = result
+    return installs
