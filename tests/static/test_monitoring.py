@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from hooks.metrics import Metrics
+from tests.static.kube import REPO, Object, Render
+
 MONITORING = REPO / "deploy/monitoring"
 RULES = MONITORING / "prometheusrule.yaml"
 DASHBOARD = MONITORING / "grafana-dashboard.json"
@@ -26,22 +27,26 @@ KSM_CONFIG = MONITORING / "kube-state-metrics-batchjobs.yaml"
 RULE_TESTS = Path(__file__).parent / "monitoring/alerts-test.yaml"
 SCHEMAS = Path(__file__).parent / "schemas/monitoring.yaml"
 OPERATIONS_DOC = REPO / "docs/operations.md"
-Object = dict[str, Any]
-Render = Callable[[Path], tuple[Object, ...]]  # the conftest's render fixture
 
-# The hook server's metrics: this mirrors what `GET /metrics` serves (hooks/metrics.py) and
-# changes with it; name, type and labels. docs/operations.md lists the same.
-HOOK_METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "hpcbridge_hook_requests_total": ("counter", ("hook", "outcome")),
-    "hpcbridge_hook_duration_seconds": ("histogram", ("hook",)),
-    "hpcbridge_remote_commands_total": ("counter", ("cluster", "verb", "outcome")),
-    "hpcbridge_remote_command_duration_seconds": ("histogram", ("cluster", "verb")),
-    "hpcbridge_status_cache_total": ("counter", ("result",)),
-    "hpcbridge_ssh_connects_total": ("counter", ("cluster", "outcome")),
-    "hpcbridge_finalize_gave_up_total": ("counter", ()),
-    "hpcbridge_submissions_total": ("counter", ("outcome",)),
-    "hpcbridge_build_info": ("gauge", ("version", "python")),
-}
+
+def served_hook_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The hook server's metrics as `GET /metrics` serves them (hooks/metrics.py): name, type and
+    labels, read from a server's Metrics after a login and a remote command, when every series
+    has a labelled sample."""
+    metrics = Metrics()
+    metrics.ssh_connect("login.hpc.example.org:22", ok=True)
+    with metrics.remote_command("login.hpc.example.org:22", ["squeue"]):
+        pass
+    served = {}
+    for family in metrics.registry.collect():
+        if family.name.startswith("hpcbridge_"):
+            (labels,) = {tuple(k for k in s.labels if k != "le") for s in family.samples}
+            suffix = "_total" if family.type == "counter" else ""
+            served[family.name + suffix] = (family.type, labels)
+    return served
+
+
+HOOK_METRICS = served_hook_metrics()
 SERIES_SUFFIXES = {"counter": ("",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
 
 
