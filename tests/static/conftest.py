@@ -1,6 +1,6 @@
 """The programs the static tests run besides Python: kubectl (its kustomize renders the installs,
 as `kubectl apply -k` does, and its client-side dry runs print the Secrets the documented steps
-create), kustomize (the README's `kustomize edit set image`), promtool (the alert rules) and
+create), kustomize (`kustomize edit set image`), promtool (the alert rules) and
 openssl (the certificate recipe in docs/operations.md). tests/tools.sh installs the missing
 ones as root. A test whose program is missing fails with CI=true and is skipped otherwise."""
 

@@ -960,6 +960,11 @@ INSTALL_SOURCES = {  # what each README install applies or creates, in order
         "metacontroller/decoratorcontroller.yaml",
     ],
 }  # fmt: skip
+SITE = "deploy/overlays/site/"  # the README's copy of an example overlay, with the image set
+README_SOURCES = {  # what each README install applies: the same objects, from the site overlay
+    "deploy": ["crds/", SITE, TOKEN_SECRET],
+    "decorator": ["crds/", SITE, TOKEN_SECRET, "metacontroller/decoratorcontroller.yaml"],
+}
 CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
 
 
@@ -978,12 +983,13 @@ def copy_install_dirs(workdir: Path) -> Path:
     return workdir
 
 
-def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize: str) -> Object:
+def run_readme_block(block: list[str], workdir: Path, render: Render) -> Object:
     """Run one README install in ``workdir``, a copy of the install directories. The
     Metacontroller install is only checked to be pinned; `kubectl apply -k DIR` and `-f FILE`
     collect what they would apply, DIR rendered by kubectl's own kustomize; `kubectl create
-    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line runs in
-    bash, with REGISTRY/hpcbridge:TAG replaced and kustomize on PATH."""
+    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line (a copy
+    of an overlay, or setting its image) runs in bash, with REGISTRY/hpcbridge and TAG
+    replaced, and no kustomize on PATH."""
     applied: list[Object] = []
     sources: list[str] = []
     secret_steps: list[str] = []
@@ -1001,13 +1007,13 @@ def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize:
             path = workdir / words[3]
             applied += render(path) if words[2] == "-k" else load_all(path)
         else:
-            assert "REGISTRY/hpcbridge:TAG" in line, f"the tests do not know this step: {line}"
-            command = line.replace("REGISTRY/hpcbridge:TAG", SET_IMAGE)
-            path = f"{Path(kustomize).parent}:{os.environ['PATH']}"
+            known = line.startswith("cp -r deploy/overlays/") or "REGISTRY/hpcbridge" in line
+            assert known, f"the tests do not know this step: {line}"
+            name, tag = SET_IMAGE.rsplit(":", 1)
+            command = re.sub(r"\bTAG\b", tag, line.replace("REGISTRY/hpcbridge", name))
             result = subprocess.run(
                 ["bash", "-ec", command],
                 cwd=workdir,
-                env={**os.environ, "PATH": path},
                 capture_output=True,
                 text=True,
                 check=False,
@@ -1042,13 +1048,13 @@ def dry_run_secrets(script: str, cwd: Path, kubectl: str) -> list[Object]:
 
 @pytest.fixture(scope="module")
 def readme_installs(
-    tmp_path_factory: pytest.TempPathFactory, render: Render, kustomize: str
+    tmp_path_factory: pytest.TempPathFactory, render: Render
 ) -> dict[str, Object]:
     """Each README install by its controller kind: what it applied, from where."""
     installs = {}
     for block in readme_install_blocks():
         workdir = copy_install_dirs(tmp_path_factory.mktemp("readme-install"))
-        result = run_readme_block(block, workdir, render, kustomize)
+        result = run_readme_block(block, workdir, render)
         (kind,) = {doc["kind"] for doc in result["objects"]} & METACONTROLLER_KINDS
         install = {kind: name for name, kind in CONTROLLER_OF_INSTALL.items()}[kind]
         assert install not in installs
@@ -1062,7 +1068,7 @@ def test_readme_has_both_installs(readme_installs: dict[str, Object]) -> None:
 
 @pytest.mark.parametrize("install", INSTALLS)
 def test_readme_install_applies(install: str, readme_installs: dict[str, Object]) -> None:
-    assert readme_installs[install]["sources"] == INSTALL_SOURCES[install]
+    assert readme_installs[install]["sources"] == README_SOURCES[install]
 
 
 @pytest.mark.parametrize("install", INSTALLS)
