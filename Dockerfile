@@ -1,5 +1,5 @@
 # The hpcbridge image: the hook server (gunicorn, the default command) and the log Pods'
-# program (python -m hooks.logs). Build: docs/operations.md. The builder stage installs the
+# program (python -m hooks.logs). Build: `make image` (docs/operations.md). The builder stage installs the
 # hash-pinned requirements.lock into a virtualenv without pip; the final image gets that
 # virtualenv and the hooks package, and has no pip or setuptools.
 FROM python:3.11-slim-bookworm AS build
@@ -14,7 +14,8 @@ RUN python -m venv --without-pip /opt/hpcbridge \
 
 FROM python:3.11-slim-bookworm
 
-ARG VERSION=0.1.0
+# VERSION is the package's (hooks/__init__.py), checked below: `make image` passes it.
+ARG VERSION
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="hpcbridge" \
       org.opencontainers.image.description="Metacontroller hooks that run Kubernetes BatchJobs on SLURM and HTCondor over SSH" \
@@ -31,6 +32,9 @@ RUN /usr/local/bin/python -m pip uninstall --yes --no-cache-dir pip setuptools w
 COPY --from=build /opt/hpcbridge /opt/hpcbridge
 WORKDIR /app
 COPY hooks/ hooks/
+RUN python -c 'import sys, hooks; sys.exit(None if sys.argv[1:] == [hooks.__version__] else \
+        f"--build-arg VERSION must be {hooks.__version__}, the version in hooks/__init__.py")' \
+        "$VERSION"
 
 # The hook server and the log fetcher (python -m hooks.logs, the log Pods' command). The hooks
 # listen on 8080; 9090 is the probes' port (/healthz, /metrics) that deploy/ turns on with

@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PORT ?= 8080
 HOST ?= 127.0.0.1
+# The product's one version, hooks/__init__.py's: the package's, the metrics' and the image's.
+VERSION = $(shell $(PYTHON) -c 'import hooks; print(hooks.__version__)')
+IMAGE ?= hpcbridge:$(VERSION)
 
-.PHONY: run test lint unit demo bench bench-follow bench-slow lock clean
+.PHONY: run test lint unit demo bench bench-follow bench-slow lock image clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -15,9 +18,9 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements-dev.txt
 	@touch $(VENV)/.runtime $@
 
-# glibc's per-thread malloc arenas let a threaded server's RSS creep up; two are plenty.
+# gunicorn with hooks.gunicorn_conf, as in the image (hooks/cli.py).
 run: $(VENV)/.runtime
-	MALLOC_ARENA_MAX=2 HOST=$(HOST) PORT=$(PORT) $(VENV)/bin/gunicorn -c python:hooks.gunicorn_conf 'hooks.app:create_app()'
+	HOST=$(HOST) PORT=$(PORT) $(VENV)/bin/python -m hooks serve
 
 test: $(VENV)/.dev
 	@bash tests/run.sh
@@ -49,5 +52,10 @@ lock: $(VENV)/.dev
 	$(VENV)/bin/uv pip compile requirements.txt --generate-hashes --python-version 3.11 \
 		--python-platform linux --custom-compile-command 'make lock' -o requirements.lock
 
+# The image (Dockerfile), labelled with the version and the commit: IMAGE=REGISTRY/hpcbridge:TAG.
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION="$$(git rev-parse HEAD)" \
+		-t $(IMAGE) .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build hpcbridge.egg-info

@@ -63,6 +63,8 @@ exit 0"""
 the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
 ``ended PHASE`` or ``running`` and, for each task file with new bytes in task order (stdout
 before stderr), ``file NAME LENGTH`` and those bytes."""
+PROG = "python -m hooks.logs"
+"""The log Pods' command; also ``hpcbridge logs`` (``hooks.cli``)."""
 FOLLOW_INTERVAL = 3.0
 QUIET_SECONDS = 300.0
 TIMEOUT = 60.0
@@ -72,8 +74,8 @@ class Stopped(Exception):
     """SIGTERM: the Pod is being deleted."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = _parser(prog).parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     try:
         return _run(args)
@@ -263,8 +265,8 @@ def _why(err: Exception) -> str:
     return err.message if isinstance(err, errors.SSHError) else str(err)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m hooks.logs", description=__doc__)
+def _parser(prog: str = PROG) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--backend", required=True, choices=sorted(REGISTRY))
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=22)

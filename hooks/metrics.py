@@ -31,7 +31,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from hooks import logformat
+from hooks import __version__, logformat
 
 HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
@@ -39,7 +39,6 @@ CACHE_RESULTS = ("hit", "miss", "wait", "single")
 SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
 MAX_CLUSTERS = 200
 UNVERIFIED = "unverified"
-VERSION = "0.1.0"
 
 
 def verb(argv: Sequence[str]) -> str:
@@ -86,7 +85,7 @@ class Metrics:
                               "Guarded submissions by the guard's answer", ["outcome"],
                               registry=registry)
         Gauge("hpcbridge_build_info", "The hook server's version", ["version", "python"],
-              registry=registry).labels(VERSION, platform.python_version()).set(1)
+              registry=registry).labels(__version__, platform.python_version()).set(1)
         # Every series a hook call, a cache lookup or a submission can touch exists from the
         # start (at 0), so that rates over them are defined before the first event; the bound
         # children also spare each call the label lookup.

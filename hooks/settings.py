@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from hooks import __version__
 from hooks.ssh.client import OVERRUN
 
 ENVIRONMENT = {
@@ -71,7 +72,7 @@ ENVIRONMENT = {
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    log_image: str = "hpcbridge:0.1.0"
+    log_image: str = f"hpcbridge:{__version__}"
     finalize_grace: float = 600.0
     connect_timeout: float = 8.0
     command_timeout: float = 15.0

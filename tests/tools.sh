@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The programs the static tests run that neither the virtualenv nor a fresh Debian machine has:
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules, and kustomize
-# (Debian's kustomize package) runs the README's `kustomize edit set image`. As root, installs
+# (Debian's kustomize package) checks that `kustomize edit set image` in deploy/ still reaches
+# the log Pods (the README's install needs kubectl alone). As root, installs
 # the missing ones; otherwise only says what is missing (the tests then skip, or fail with
 # CI=true). kubectl, which renders the installs, comes with the machine; without it the tests
 # render with this kustomize. Debian packages go through tests/clusters/lib.sh's apt_install:

@@ -1,6 +1,6 @@
 """The programs the static tests run besides Python: kubectl (its kustomize renders the installs,
 as `kubectl apply -k` does, and its client-side dry runs print the Secrets the documented steps
-create), kustomize (the README's `kustomize edit set image`), promtool (the alert rules) and
+create), kustomize (`kustomize edit set image`), promtool (the alert rules) and
 openssl (the certificate recipe in docs/operations.md). tests/tools.sh installs the missing
 ones as root. A test whose program is missing fails with CI=true and is skipped otherwise."""
 
@@ -98,12 +98,13 @@ def readme_install_blocks() -> list[list[str]]:
     ]
 
 
-def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize: str) -> Object:
+def run_readme_block(block: list[str], workdir: Path, render: Render) -> Object:
     """Run one README install in ``workdir``, a copy of the install directories. The
     Metacontroller install is only checked to be pinned; `kubectl apply -k DIR` and `-f FILE`
     collect what they would apply, DIR rendered by kubectl's own kustomize; `kubectl create
-    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line runs in
-    bash, with REGISTRY/hpcbridge:TAG replaced and kustomize on PATH."""
+    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line (a copy
+    of an overlay, or setting its image) runs in bash, with REGISTRY/hpcbridge and TAG
+    replaced, and no kustomize on PATH."""
     applied: list[Object] = []
     sources: list[str] = []
     secret_steps: list[str] = []
@@ -121,13 +122,13 @@ def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize:
             path = workdir / words[3]
             applied += render(path) if words[2] == "-k" else load_all(path)
         else:
-            assert "REGISTRY/hpcbridge:TAG" in line, f"the tests do not know this step: {line}"
-            command = line.replace("REGISTRY/hpcbridge:TAG", SET_IMAGE)
-            path = f"{Path(kustomize).parent}:{os.environ['PATH']}"
+            known = line.startswith("cp -r deploy/overlays/") or "REGISTRY/hpcbridge" in line
+            assert known, f"the tests do not know this step: {line}"
+            name, tag = SET_IMAGE.rsplit(":", 1)
+            command = re.sub(r"\bTAG\b", tag, line.replace("REGISTRY/hpcbridge", name))
             result = subprocess.run(
                 ["bash", "-ec", command],
                 cwd=workdir,
-                env={**os.environ, "PATH": path},
                 capture_output=True,
                 text=True,
                 check=False,
@@ -138,13 +139,13 @@ def run_readme_block(block: list[str], workdir: Path, render: Render, kustomize:
 
 @pytest.fixture(scope="session")
 def readme_installs(
-    tmp_path_factory: pytest.TempPathFactory, render: Render, kustomize: str
+    tmp_path_factory: pytest.TempPathFactory, render: Render
 ) -> dict[str, Object]:
     """Each README install by its controller kind: what it applied, from where."""
     installs = {}
     for block in readme_install_blocks():
         workdir = copy_install_dirs(tmp_path_factory.mktemp("readme-install"))
-        result = run_readme_block(block, workdir, render, kustomize)
+        result = run_readme_block(block, workdir, render)
         (kind,) = {doc["kind"] for doc in result["objects"]} & METACONTROLLER_KINDS
         install = {kind: name for name, kind in CONTROLLER_OF_INSTALL.items()}[kind]
         assert install not in installs

@@ -29,6 +29,11 @@ INSTALL_SOURCES = {  # what each README install applies or creates, in order
         "metacontroller/decoratorcontroller.yaml",
     ],
 }  # fmt: skip
+SITE = "deploy/overlays/site/"  # the README's copy of an example overlay, with the image set
+README_SOURCES = {  # what each README install applies: the same objects, from the site overlay
+    "deploy": ["crds/", SITE, TOKEN_SECRET],
+    "decorator": ["crds/", SITE, TOKEN_SECRET, "metacontroller/decoratorcontroller.yaml"],
+}
 HOOKS = "spec.template.spec.containers.[name=hooks]"
 POD_SPEC = "spec.template.spec"
 LABELS = {"app.kubernetes.io/name": "hpcbridge", "app.kubernetes.io/component": "hooks"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.static.install import HOOKS, INSTALL_SOURCES, INSTALLS, SET_IMAGE, copy_install_dirs
+from tests.static.install import HOOKS, INSTALLS, README_SOURCES, SET_IMAGE, copy_install_dirs
 from tests.static.kube import Object, Render, field, select
 
 
@@ -18,7 +18,7 @@ def test_readme_has_both_installs(readme_installs: dict[str, Object]) -> None:
 
 @pytest.mark.parametrize("install", INSTALLS)
 def test_readme_install_applies(install: str, readme_installs: dict[str, Object]) -> None:
-    assert readme_installs[install]["sources"] == INSTALL_SOURCES[install]
+    assert readme_installs[install]["sources"] == README_SOURCES[install]
 
 
 @pytest.mark.parametrize("install", INSTALLS)

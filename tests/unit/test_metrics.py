@@ -8,6 +8,7 @@ import platform
 import pytest
 from prometheus_client import generate_latest
 
+from hooks import __version__
 from hooks.core.model import JobRef, JobRequest
 from hooks.deadline import Deadline
 from hooks.metrics import MAX_CLUSTERS, Metrics, verb
@@ -54,7 +55,7 @@ def test_each_server_has_its_own_registry_with_build_info() -> None:
     assert second.registry.get_sample_value(
         "hpcbridge_submissions_total", {"outcome": "refused"}) == 0
     assert first.registry.get_sample_value(
-        "hpcbridge_build_info", {"version": "0.1.0", "python": platform.python_version()}) == 1
+        "hpcbridge_build_info", {"version": __version__, "python": platform.python_version()}) == 1
 
 
 @pytest.mark.parametrize(

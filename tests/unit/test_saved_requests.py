@@ -43,7 +43,22 @@ def commands() -> dict[str, str]:
     lines = readme_block()
     assert lines[0] == "make run &"
     return {hook: next(line for line in lines if f"8080/{hook}" in line)
-            for hook in ("customize", "sync", "finalize", "metrics")}
+            for hook in ("healthz", "customize", "sync", "finalize", "metrics")}
+
+
+def test_block_waits_for_the_server_shows_errors_and_stops_it() -> None:
+    """A fresh clone's first `make run` installs .venv/ first: the block waits for /healthz
+    before the first hook call, no curl hides a refused connection, and it ends by stopping the
+    server it started."""
+    lines = readme_block()
+    assert "8080/healthz" in lines[1] and "--retry-connrefused" in lines[1].split()
+    curls = [word for line in lines for word in line.split() if word.startswith("-s")]
+    assert curls and set(curls) == {"-sS"}
+    assert lines[-1] == "kill %1"
+
+
+def test_healthz_answers_once_the_server_is_up(server: str) -> None:
+    assert json.loads(run(commands()["healthz"], server)) == {"status": "ok"}
 
 
 def test_customize_asks_for_the_secret(server: str) -> None:
