@@ -1,6 +1,8 @@
 """``spec.suspend`` on an attempt the scheduler shows: hold it while it waits, release it after.
 
-Pure: no I/O.
+Whether the hooks hold the attempt's jobs is read from what they recorded (the status says so:
+``lifecycle.held_by_hooks``), never from the queue: the queue a sync sees comes from the shared
+status, up to ``HPCBRIDGE_STATUS_TTL`` old, and may predate the hold. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ def follow(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
     status stays ``Suspended``, so that a failed one is tried again."""
     spec = at.call.parsed.spec
     held = new.phase is Phase.PENDING and new.reason is Reason.HELD
-    ours = held and lifecycle.held_by_hooks(at.prev)
+    ours = new.phase is Phase.PENDING and lifecycle.held_by_hooks(at.prev)
     if spec is None:
         # An invalid edit neither holds nor releases.
-        kept = lifecycle.held(new, jobs) if ours else new
+        kept = lifecycle.held(new, jobs or new.job_ids) if ours else new
         return replace(kept, message=f"{kept.message} The new spec is invalid: "
                                      f"{at.call.parsed.error}".strip())
     if spec.suspend and new.phase is Phase.RUNNING:
@@ -48,6 +50,8 @@ def _hold(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
 
 
 def _release(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
+    """Release the jobs the hooks held, whether the queue seen shows the hold or not yet
+    (releasing a job that is not held changes nothing)."""
     done: Trouble | None = yield at.effect(Release(jobs))
     if isinstance(done, Trouble):
         return replace(lifecycle.unreachable(new, at.plan, done.reason, done.message,

@@ -403,6 +403,31 @@ def test_resumed_while_held_releases_the_job() -> None:
     assert loop.sync(queue(pending())).kinds == ["Query"]
 
 
+def test_resumed_soon_after_the_hold_releases_the_job_the_queue_does_not_show_held() -> None:
+    # The queue a sync sees comes from the shared status, which may be older than the hold.
+    loop = submitted_loop()
+    loop.edit(suspend=True)
+    assert loop.sync(queue(pending())).kinds == ["Query", "Hold"]
+    loop.edit(suspend=False)
+    run = loop.sync(queue(pending()))
+    assert run.kinds == ["Query", "Release"]
+    assert run.action(Release).job_ids == ("500",)
+    assert (run.status["phase"], run.status["reason"]) == ("Pending", "")
+    assert "released" in run.status["message"]
+    assert loop.sync(queue(pending())).kinds == ["Query"]
+
+
+def test_an_invalid_edit_soon_after_the_hold_stays_suspended() -> None:
+    loop = submitted_loop()
+    loop.edit(suspend=True)
+    loop.sync(queue(pending()))
+    loop.edit(suspend=False, backoffLimit=-1)
+    invalid = loop.sync(queue(pending()))
+    assert (invalid.kinds, invalid.status["reason"]) == (["Query"], "Suspended")
+    loop.edit(backoffLimit=0)
+    assert loop.sync(queue(pending())).kinds == ["Query", "Release"]
+
+
 def test_a_job_held_by_someone_else_is_not_released() -> None:
     loop = submitted_loop()
     run = loop.sync(queue(pending(Reason.HELD)))
