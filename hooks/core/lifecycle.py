@@ -1,9 +1,9 @@
 """The life of a BatchJob: what a sync must do next, and the status each outcome leads to.
 
-``plan`` decides from the last status and the spec's generation alone whether to submit an
+``plan`` decides from the last status and the spec's generation alone what is ``Due``: submit an
 attempt, track the current one, or leave a finished BatchJob alone. The functions below it turn
-each outcome of that step (submitted, in flight, refused, observed, unreachable, invalid) into
-the next ``Status``. All of them are pure; ``hooks.core.sync`` decides with them.
+each outcome (submitted, in flight, refused, observed, unreachable, invalid) into the next
+``Status``. All of them are pure; ``hooks.core.sync`` decides with them.
 """
 
 from __future__ import annotations
