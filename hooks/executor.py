@@ -1,9 +1,9 @@
 """The imperative shell: runs one customize, sync or finalize call.
 
 It parses the request into a ``Call``, lets the pure core decide (``hooks.core.sync``,
-``hooks.core.finalize``), runs each remote step the decision asks for — over the pooled SSH
-connection and the shared status, within one deadline for the whole call — and hands the
-result back, until the core answers. Trouble on the way (a wrong host key, an unreachable
+``hooks.core.finalize``), runs each effect the decision yields — over the pooled SSH
+connection and the shared status, within one deadline for the whole call — and sends the
+result back, until the core returns its answer. Trouble on the way (a wrong host key, an unreachable
 cluster, a scheduler that does not answer) comes back to the core as a typed ``Trouble``,
 which the core turns into a 200 answer with the last known state, never an error.
 """
@@ -16,24 +16,24 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from hooks.core import finalize, request, sync
-from hooks.core.model import Reason, SchedulerError
-from hooks.core.steps import (
+from hooks.core.effects import (
     Action,
     Answer,
     Cancel,
     Cleanup,
     Decision,
+    Effect,
     Forget,
     Hold,
     ListActive,
     MarkEnded,
     Query,
     Release,
-    Step,
     Submit,
     Track,
     Trouble,
 )
+from hooks.core.model import Reason, SchedulerError
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
 from hooks.schedulers import guard
@@ -77,10 +77,17 @@ class Executor:
             return self._noted(finalize.give_up(call)).body
 
     def _run(self, decision: Decision) -> Answer:
+        """Drive the decision: run each effect it yields and send it the result, until it
+        returns its answer."""
         budget = Deadline.after(self.runtime.settings.sync_budget)
-        while isinstance(decision, Step):
-            decision = decision.then(self._act(decision, budget))
-        return self._noted(decision)
+        result: object = None
+        while True:
+            try:
+                effect = decision.send(result)
+            except StopIteration as done:
+                answer: Answer = done.value
+                return self._noted(answer)
+            result = self._act(effect, budget)
 
     def _noted(self, answer: Answer) -> Answer:
         for note in answer.notes:
@@ -89,10 +96,10 @@ class Executor:
             self.runtime.metrics.finalize_gave_up()
         return answer
 
-    def _act(self, step: Step, budget: Deadline) -> object:
-        """Run the step's action; what fails on the way comes back as ``Trouble``."""
+    def _act(self, effect: Effect, budget: Deadline) -> object:
+        """Run the effect's action; what fails on the way comes back as ``Trouble``."""
         try:
-            return self._perform(step, budget)
+            return self._perform(effect, budget)
         except errors.SSHError as err:
             reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
             return Trouble(reason, err.message[:1].upper() + err.message[1:] + ".")
@@ -101,14 +108,14 @@ class Executor:
         except TimeoutError:
             return Trouble(Reason.CLUSTER_UNREACHABLE, SLOW)
 
-    def _perform(self, step: Step, budget: Deadline) -> object:
+    def _perform(self, effect: Effect, budget: Deadline) -> object:
         rt = self.runtime
-        scheduler = rt.schedulers[step.placement.backend]
-        target = _target(step)
-        key = pool_key(target, step.access.login)
-        opener = self._opener(target, step)
+        scheduler = rt.schedulers[effect.placement.backend]
+        target = _target(effect)
+        key = pool_key(target, effect.access.login)
+        opener = self._opener(target, effect)
         command = self._command_deadline(budget)
-        match step.action:
+        match effect.action:
             case Query(ref):
                 return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
             case Track(ref):
@@ -118,7 +125,7 @@ class Executor:
                 rt.cache.drop(key, scheduler, attempt)
                 return None
         with opener(budget) as conn:
-            return self._on(conn, scheduler, step.action, command())
+            return self._on(conn, scheduler, effect.action, command())
 
     def _on(self, conn: Remote, scheduler: Scheduler, action: Action,
             deadline: Deadline) -> object:
@@ -146,7 +153,7 @@ class Executor:
         return None
 
     def _opener(
-        self, target: Target, step: Step
+        self, target: Target, effect: Effect
     ) -> Callable[[Deadline], AbstractContextManager[Remote]]:
         """Opens the pooled connection, connecting within the connect timeout if need be."""
         pool, connect_timeout = self.runtime.pool, self.runtime.settings.connect_timeout
@@ -154,7 +161,7 @@ class Executor:
         @contextmanager
         def opener(deadline: Deadline) -> Iterator[Remote]:
             deadline.require(1, "connecting")
-            with pool.open(target, step.access.login,
+            with pool.open(target, effect.access.login,
                            deadline=deadline.within(connect_timeout)) as conn:
                 yield conn
 
@@ -172,11 +179,11 @@ class Executor:
         return command
 
 
-def _target(step: Step) -> Target:
-    """The login node of the step's cluster, behind its jump hosts."""
-    cluster = step.placement.cluster
+def _target(effect: Effect) -> Target:
+    """The login node of the effect's cluster, behind its jump hosts."""
+    cluster = effect.placement.cluster
     jump = tuple(Jump(hop.host, hop.port, hop.insecure_skip_host_key_check, credentials)
-                 for hop, credentials in zip(cluster.jump, step.access.hops, strict=True))
+                 for hop, credentials in zip(cluster.jump, effect.access.hops, strict=True))
     return Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check, jump)
 
 

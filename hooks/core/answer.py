@@ -11,18 +11,21 @@ from dataclasses import replace
 from typing import Any
 
 from hooks.core import children, response, status
+from hooks.core.effects import Answer
 from hooks.core.model import JobRequest
 from hooks.core.request import Call
 from hooks.core.status import Status
-from hooks.core.steps import Answer
+
+FINALIZE_RESYNC = 3.0
+"""Seconds until the next finalize call while the deletion waits for the cluster."""
 
 
 def build(
     call: Call, new: Status, *, next_attempt_due: bool = False, finalized: bool | None = None,
-    resync: float | None = None, notes: Sequence[str] = (), gave_up: bool = False,
+    notes: Sequence[str] = (), gave_up: bool = False,
 ) -> Answer:
-    """The answer carrying ``new``; a finalize call fixes ``finalized`` and its own resync.
-    Pure: no I/O."""
+    """The answer carrying ``new``; a finalize call fixes ``finalized``, and is called again
+    after ``FINALIZE_RESYNC`` seconds until it is. Pure: no I/O."""
     pods = _children(call, new)
     logs_pod = pods[0]["metadata"]["name"] if pods else None
     if new.logs_pod != logs_pod:
@@ -31,7 +34,9 @@ def build(
         new, previous=call.previous_raw, now=response.format_time(call.now),
         generation=call.generation if call.shape == "decorator" else None,
     )
-    if resync is None:
+    if finalized is not None:
+        resync = 0 if finalized else FINALIZE_RESYNC
+    else:
         resync = response.resync_after(new, previous=call.previous_raw, uid=call.uid,
                                        now=call.now, next_attempt_due=next_attempt_due)
     body = response.envelope(call.shape, status=raw, children=pods, resync=resync,

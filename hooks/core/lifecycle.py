@@ -1,9 +1,9 @@
 """The life of a BatchJob: what a sync must do next, and the status each outcome leads to.
 
-``plan`` decides from the last status and the spec's generation alone whether to submit an
+``plan`` decides from the last status and the spec's generation alone what is ``Due``: submit an
 attempt, track the current one, or leave a finished BatchJob alone. The functions below it turn
-each outcome of that step (submitted, in flight, refused, observed, unreachable, invalid) into
-the next ``Status``. All of them are pure; ``hooks.service`` runs the steps.
+each outcome (submitted, in flight, refused, observed, unreachable, invalid) into the next
+``Status``. All of them are pure; ``hooks.core.sync`` decides with them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.aggregate import Summary
-from hooks.core.model import INFRASTRUCTURE_REASONS, TERMINAL_PHASES, ClusterRef, Phase, Reason
+from hooks.core.model import (
+    INFRASTRUCTURE_REASONS,
+    TERMINAL_PHASES,
+    ClusterRef,
+    JobRef,
+    Phase,
+    Reason,
+)
 from hooks.core.status import Status
 
 NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
@@ -24,7 +31,9 @@ NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED}
 for a Secret or ConfigMap."""
 
 
-class Step(enum.StrEnum):
+class Due(enum.StrEnum):
+    """What is due for a BatchJob next."""
+
     SUBMIT = "submit"
     """Submit the planned attempt (idempotent: finds the attempt if it was submitted before)."""
     TRACK = "track"
@@ -35,44 +44,43 @@ class Step(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    step: Step
+    due: Due
     attempt: int
     attempt_generation: int
     retries: int
 
 
 def plan(prev: Status, *, generation: int, backoff_limit: int) -> Plan:
-    """The next step for a BatchJob whose last status is ``prev``. Pure: no I/O."""
+    """What is due next for a BatchJob whose last status is ``prev``. Pure: no I/O."""
     if prev.attempt == 0:
         # Nothing was ever submitted for this BatchJob.
-        return Plan(Step.SUBMIT, 1, generation, 0)
+        return Plan(Due.SUBMIT, 1, generation, 0)
     if prev.reason is Reason.JOB_NOT_FOUND and prev.attempt_generation < generation:
         # The lost attempt cannot end by itself; the edited spec gets a new attempt.
-        return Plan(Step.SUBMIT, prev.attempt + 1, generation, 0)
+        return Plan(Due.SUBMIT, prev.attempt + 1, generation, 0)
     if not prev.finished:
         # A submission whose id never reached the status is looked up again by submitting it.
-        step = Step.TRACK if prev.job_ids else Step.SUBMIT
-        return Plan(step, prev.attempt, prev.attempt_generation, prev.retries)
+        due = Due.TRACK if prev.job_ids else Due.SUBMIT
+        return Plan(due, prev.attempt, prev.attempt_generation, prev.retries)
     if prev.attempt_generation < generation:
         # The spec changed after the end: a new attempt, and backoffLimit counts afresh.
-        return Plan(Step.SUBMIT, prev.attempt + 1, generation, 0)
+        return Plan(Due.SUBMIT, prev.attempt + 1, generation, 0)
     if prev.reason in INFRASTRUCTURE_REASONS and prev.retries < backoff_limit:
         # The cluster failed the job, not the job itself: resubmit within backoffLimit.
-        return Plan(Step.SUBMIT, prev.attempt + 1, prev.attempt_generation, prev.retries + 1)
-    return Plan(Step.IDLE, prev.attempt, prev.attempt_generation, prev.retries)
+        return Plan(Due.SUBMIT, prev.attempt + 1, prev.attempt_generation, prev.retries + 1)
+    return Plan(Due.IDLE, prev.attempt, prev.attempt_generation, prev.retries)
 
 
 def submitted(
-    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, job_id: str,
-    tasks: tuple[str, ...], now: str,
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, job: JobRef, now: str,
 ) -> Status:
-    """The attempt has a job id on ``cluster``; its ``tasks`` (array tasks, procs) are what
-    later queries expect to see, whatever the spec says by then."""
+    """The attempt has a job id on ``cluster``; its expected tasks (array tasks, procs) are
+    what later queries expect to see, whatever the spec says by then."""
     return replace(
         _fresh(prev, p, backend, cluster),
-        message=f"Attempt {p.attempt} was submitted as job {job_id}.",
-        job_ids=tasks,
-        active=len(tasks),
+        message=f"Attempt {p.attempt} was submitted as job {job.job_id}.",
+        job_ids=job.expected_tasks,
+        active=len(job.expected_tasks),
         submit_time=now,
     ).reached()
 
@@ -144,7 +152,7 @@ def unreachable(
     its last known phase stands and the reason says why it is not current. A job the hooks
     hold for ``spec.suspend`` keeps its reason: it is how a later sync knows to release it.
     """
-    if p.step is Step.TRACK:
+    if p.due is Due.TRACK:
         kept = prev.finished or held_by_hooks(prev)
         base = prev if kept else replace(prev, reason=reason, message=message)
     else:

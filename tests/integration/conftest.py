@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -372,15 +373,24 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return found
 
 
-@pytest.fixture(scope="session")
-def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1."""
+@contextmanager
+def hook_server_with(
+    tmp_path_factory: pytest.TempPathFactory, *, status_ttl: float
+) -> Iterator[str]:
+    """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1, its
+    shared status ``status_ttl`` seconds old at most; its log must show no traceback."""
     log = tmp_path_factory.mktemp("hooks") / "gunicorn.log"
     with serving(log, HPCBRIDGE_LOG_IMAGE="hpcbridge:test",
-                 HPCBRIDGE_STATUS_TTL=str(STATUS_TTL)) as url:
+                 HPCBRIDGE_STATUS_TTL=str(status_ttl)) as url:
         yield url
     server_log = log.read_text()
     assert "Traceback" not in server_log, server_log
+
+
+@pytest.fixture(scope="session")
+def hook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with hook_server_with(tmp_path_factory, status_ttl=STATUS_TTL) as url:
+        yield url
 
 
 @pytest.fixture

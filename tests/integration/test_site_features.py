@@ -30,6 +30,7 @@ from tests.integration.conftest import (
     clusters_with_key,
     condition,
     condor,
+    hook_server_with,
     jobs_named,
     read_from,
     secret,
@@ -221,6 +222,29 @@ def let_run(cluster: Cluster, job: str) -> None:
         condor(cluster, "condor_qedit", job, "HpcbridgeGate", "True")
 
 
+def suspend(driver: Driver, name: str, value: bool) -> None:
+    driver.update_spec(NAMESPACE, name, lambda spec: spec.update(suspend=value))
+
+
+def assert_held(cluster: Cluster, job: str) -> None:
+    held = queue_view(cluster, job)
+    assert ("JobHeldUser" in held if cluster.backend == "slurm"
+            else held.startswith("5 via condor_hold")), held
+
+
+def assert_released_and_runs(driver: Driver, cluster: Cluster, name: str, job: str,
+                             status: dict[str, Any]) -> None:
+    """The sync that answered ``status`` released the job: it is not held and runs to its end
+    once the scheduler lets it start."""
+    assert status["reason"] != "Suspended" and "released" in status["message"], status
+    released = queue_view(cluster, job)
+    assert "JobHeldUser" not in released and not released.startswith("5"), released
+    let_run(cluster, job)
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert (status["phase"], status["attempt"]) == ("Succeeded", 1), status
+    assert condition(driver.get(NAMESPACE, name), "Suspended")["status"] == "False"
+
+
 def test_suspend_before_submission_then_hold_and_release(
     driver: Driver, cluster: Cluster, name: str
 ) -> None:
@@ -233,34 +257,52 @@ def test_suspend_before_submission_then_hold_and_release(
     assert not (jobs_named(f"hpcb-{key}") if cluster.backend == "slurm"
                 else clusters_with_key(cluster, key))
 
-    def suspend(value: bool) -> None:
-        driver.update_spec(NAMESPACE, name, lambda spec: spec.update(suspend=value))
-
-    suspend(False)
+    suspend(driver, name, False)
     status = driver.sync(NAMESPACE, name)["status"]
     job = status["jobIDs"][0].split(".")[0].split("_")[0]
     assert status["reason"] != "Suspended" and status["attempt"] == 1, status
-    suspend(True)
+    suspend(driver, name, True)
     time.sleep(STATUS_TTL)
     status = driver.sync(NAMESPACE, name)["status"]
     assert (status["phase"], status["reason"]) == ("Pending", "Suspended"), status
-    held = queue_view(cluster, job)
-    assert ("JobHeldUser" in held if cluster.backend == "slurm"
-            else held.startswith("5 via condor_hold")), held
+    assert_held(cluster, job)
     time.sleep(STATUS_TTL)
     status = driver.sync(NAMESPACE, name)["status"]
     assert status["reason"] == "Suspended", status
 
-    suspend(False)
+    suspend(driver, name, False)
     time.sleep(STATUS_TTL)
+    assert_released_and_runs(driver, cluster, name, job, driver.sync(NAMESPACE, name)["status"])
+
+
+STALE_TTL = 20.0
+"""A status cache lifetime that lets the queue a sync sees predate the hold a sync before it
+sent, as on a busy hook server."""
+
+
+@pytest.fixture(scope="module")
+def stale_status_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with hook_server_with(tmp_path_factory, status_ttl=STALE_TTL) as url:
+        yield url
+
+
+def test_suspend_released_before_the_shared_status_shows_the_hold(
+    stale_status_server: str, cluster: Cluster, name: str
+) -> None:
+    driver = Driver(stale_status_server)
+    start(driver, cluster, name, "#!/bin/sh\necho resumed\n", **WAITING[cluster.backend])
+    job = driver.sync(NAMESPACE, name)["status"]["jobIDs"][0].split(".")[0].split("_")[0]
+    # The shared status sees the job waiting, not held; every sync below is answered from it.
+    seen = time.monotonic()
+    assert driver.sync(NAMESPACE, name)["status"]["phase"] == "Pending"
+    suspend(driver, name, True)
     status = driver.sync(NAMESPACE, name)["status"]
-    assert status["reason"] != "Suspended" and "released" in status["message"], status
-    released = queue_view(cluster, job)
-    assert "JobHeldUser" not in released and not released.startswith("5"), released
-    let_run(cluster, job)
-    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
-    assert (status["phase"], status["attempt"]) == ("Succeeded", 1), status
-    assert condition(driver.get(NAMESPACE, name), "Suspended")["status"] == "False"
+    assert (status["phase"], status["reason"]) == ("Pending", "Suspended"), status
+    assert_held(cluster, job)
+    suspend(driver, name, False)
+    status = driver.sync(NAMESPACE, name)["status"]
+    assert time.monotonic() - seen < STALE_TTL * 0.6, "the shared status may have been refreshed"
+    assert_released_and_runs(driver, cluster, name, job, status)
 
 
 GATED = """#!/bin/sh

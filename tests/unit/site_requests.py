@@ -1,6 +1,6 @@
 """Builders for the tests of jump hosts, workDir, env, inputs, suspend and the deadline: sync
-requests with usable Secrets and ConfigMaps, and a driver that answers a decision's steps with
-results the test fabricates.
+requests with usable Secrets and ConfigMaps, and a driver that answers the effects a decision
+yields with results the test fabricates.
 
 Tests import the plain functions (``from tests.unit.site_requests import request``).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.core import finalize, sync
-from hooks.core.steps import Action, Answer, Decision, Step
+from hooks.core.effects import Action, Answer, Decision, Effect
 from tests.unit.conftest import NOW, UID, call
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP0vcqgNFWx83GT6XarPgHsbgLZ3ORKXoMapg3PHaQhG"
@@ -113,16 +113,20 @@ class Run:
         return found
 
 
-def drive(decision: Decision, results: Results, steps: list[Step] | None = None) -> Run:
-    """Answer every step of ``decision`` from ``results`` (None for a kind not listed)."""
+def drive(decision: Decision, results: Results, effects: list[Effect] | None = None) -> Run:
+    """Answer every effect ``decision`` yields from ``results`` (None for a kind not listed)."""
     actions: list[Action] = []
-    while isinstance(decision, Step):
-        if steps is not None:
-            steps.append(decision)
-        actions.append(decision.action)
-        result = results.get(type(decision.action))
-        decision = decision.then(result(decision.action) if callable(result) else result)
-    return Run(actions, decision)
+    sent: Any = None
+    while True:
+        try:
+            effect = decision.send(sent)
+        except StopIteration as done:
+            return Run(actions, done.value)
+        if effects is not None:
+            effects.append(effect)
+        actions.append(effect.action)
+        result = results.get(type(effect.action))
+        sent = result(effect.action) if callable(result) else result
 
 
 @dataclass
@@ -132,12 +136,12 @@ class Loop:
 
     body: dict[str, Any]
     now: datetime.datetime = NOW
-    steps: list[Step] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
 
     def sync(self, results: Results | None = None) -> Run:
         parsed = call(copy.deepcopy(self.body), now=self.now)
         run = finalize.decide if self.body.get("finalizing") else sync.decide
-        outcome = drive(run(parsed), results or {}, self.steps)
+        outcome = drive(run(parsed), results or {}, self.effects)
         self.body["parent"]["status"] = outcome.status
         return outcome
 

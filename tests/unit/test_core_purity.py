@@ -4,7 +4,8 @@ Which package may import which is import-linter's contract in ``pyproject.toml``
 of ``hooks/``, the core and the schedulers' pure modules free of I/O imports, paramiko only in
 ``hooks.ssh``, flask only in ``hooks.app``); the first test runs it. What an import rule cannot
 see is checked here on the source: a pure module must not read a clock or the environment, or
-call a builtin that does I/O.
+call a builtin that does I/O. And the core's decisions read top to bottom: no continuation
+lambda, no function of more than six parameters.
 """
 
 from __future__ import annotations
@@ -105,3 +106,51 @@ def test_checker_catches(source: str, expected: str) -> None:
 )
 def test_checker_accepts(source: str) -> None:
     assert list(violations(source)) == []
+
+
+MAX_PARAMETERS = 6
+CORE = sorted((HOOKS / "core").glob("*.py"))
+
+
+def shape_findings(source: str) -> Iterator[str]:
+    """What keeps a core decision from reading top to bottom: a lambda other than a sort key
+    (a continuation), and a function of more than ``MAX_PARAMETERS`` parameters."""
+    tree = ast.parse(source)
+    sort_keys = {id(keyword.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 for keyword in node.keywords if keyword.arg == "key"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda) and id(node) not in sort_keys:
+            yield f"line {node.lineno}: a lambda"
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            named = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            count = len([arg for arg in named if arg.arg not in ("self", "cls")])
+            count += (args.vararg is not None) + (args.kwarg is not None)
+            if count > MAX_PARAMETERS:
+                yield f"line {node.lineno}: {node.name}() takes {count} parameters"
+
+
+@pytest.mark.parametrize("path", [pytest.param(path, id=path.stem) for path in CORE])
+def test_the_core_has_no_continuation_and_no_long_parameter_list(path: Path) -> None:
+    assert list(shape_findings(path.read_text())) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param("Step(a, lambda result: go(result))", "line 1: a lambda",
+                     id="continuation"),
+        pytest.param("def f(a, b, c, d, *, e, f, g): pass", "line 1: f() takes 7 parameters",
+                     id="seven-parameters"),
+        pytest.param("def f(a, b, c, d, e, f, *g): pass", "line 1: f() takes 7 parameters",
+                     id="varargs-count"),
+    ],
+)
+def test_shape_checker_catches(source: str, expected: str) -> None:
+    assert list(shape_findings(source)) == [expected]
+
+
+def test_shape_checker_accepts_a_sort_key_and_six_parameters() -> None:
+    source = ("def f(self, a, b, c, d, e, f):\n"
+              "    return sorted(a, key=lambda x: x.name)\n")
+    assert list(shape_findings(source)) == []

@@ -1,10 +1,12 @@
 """Whole sync calls through the executor for the site features, with a stand-in scheduler that
 records what it was asked: the route to the login node through its jump hosts, hold and
-release for spec.suspend, the cancel of an attempt past spec.activeDeadlineSeconds, and the env
+release for spec.suspend (also while the shared status still shows the queue from before the
+hold), the cancel of an attempt past spec.activeDeadlineSeconds, and the env
 and input files handed to the submission."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,10 +23,11 @@ from hooks.core.model import (
     TaskState,
 )
 from hooks.deadline import Deadline
+from hooks.executor import Executor
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote, Target
 from tests.unit import test_executor
-from tests.unit.conftest import UID, FakeConnection, FakePool
+from tests.unit.conftest import UID, FakeConnection, FakePool, runtime
 from tests.unit.site_requests import LOGIN, config_map, login_secret, request, secret
 
 SECRET_VALUE = "executor-secret-value"
@@ -137,6 +140,36 @@ def test_suspend_holds_the_queued_job_and_resume_releases_it() -> None:
     released = loop.sync()["status"]
     assert (released["phase"], released["reason"]) == ("Pending", "")
     assert slurm.asked == ["submit", "query", "hold 500", "query", "query", "release 500"]
+
+
+class SharedLoop(Loop):
+    """The loop over one runtime, whose shared status answers from what it saw up to ``ttl``
+    seconds ago, as on a hook server."""
+
+    def __init__(self, scheduler: RecordingSlurm, body: dict[str, Any], *, ttl: float) -> None:
+        super().__init__(scheduler, body)
+        self.runtime = runtime(self.pool, schedulers={"slurm": scheduler}, now=self.now,
+                               status_ttl=ttl)
+
+    def sync(self) -> dict[str, Any]:
+        answer = Executor(self.runtime).sync(copy.deepcopy(self.body))
+        self.body["parent"]["status"] = answer["status"]
+        return answer
+
+
+def test_resume_before_the_shared_status_shows_the_hold_releases_the_job() -> None:
+    slurm = RecordingSlurm()
+    slurm.tasks["500"] = [TaskState("500", Outcome.PENDING)]
+    loop = SharedLoop(slurm, request(), ttl=60)
+    loop.sync()
+    loop.edit(suspend=True)
+    assert loop.sync()["status"]["reason"] == "Suspended"
+    loop.edit(suspend=False)
+    released = loop.sync()["status"]
+    assert (released["phase"], released["reason"]) == ("Pending", "")
+    assert "released" in released["message"]
+    assert slurm.asked == ["submit", "query", "hold 500", "release 500"]
+    assert slurm.tasks["500"] == [TaskState("500", Outcome.PENDING)]
 
 
 def test_a_hold_the_scheduler_does_not_take_is_tried_again() -> None:

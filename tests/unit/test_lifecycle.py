@@ -1,5 +1,5 @@
-"""The life of a BatchJob: plan() for every case, and the status each outcome of a step leads to
-(BatchJob API, "Life of a BatchJob" and the reasons table)."""
+"""The life of a BatchJob: plan() for every case, and the status each outcome of what is due
+leads to (BatchJob API, "Life of a BatchJob" and the reasons table)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from hooks.core import lifecycle
 from hooks.core.aggregate import summarize
-from hooks.core.lifecycle import Plan, Step, plan
-from hooks.core.model import ClusterRef, Outcome, Phase, Reason, TaskState
+from hooks.core.lifecycle import Due, Plan, plan
+from hooks.core.model import ClusterRef, JobRef, Outcome, Phase, Reason, TaskState
 from hooks.core.status import Status
 
 CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)
@@ -27,57 +27,57 @@ def status(phase: Phase, reason: Reason = Reason.NONE, **fields: object) -> Stat
 @pytest.mark.parametrize(
     ("prev", "generation", "backoff", "expected"),
     [
-        pytest.param(Status(), 1, 0, Plan(Step.SUBMIT, 1, 1, 0), id="first-submit"),
-        pytest.param(Status(), 4, 0, Plan(Step.SUBMIT, 1, 4, 0),
+        pytest.param(Status(), 1, 0, Plan(Due.SUBMIT, 1, 1, 0), id="first-submit"),
+        pytest.param(Status(), 4, 0, Plan(Due.SUBMIT, 1, 4, 0),
                      id="first-submit-from-current-generation"),
         pytest.param(Status(phase=Phase.FAILED, reason=Reason.INVALID_SPEC), 2, 0,
-                     Plan(Step.SUBMIT, 1, 2, 0), id="never-submitted-invalid-spec-re-evaluates"),
+                     Plan(Due.SUBMIT, 1, 2, 0), id="never-submitted-invalid-spec-re-evaluates"),
         pytest.param(Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1), 1,
-                     0, Plan(Step.SUBMIT, 1, 1, 0), id="waiting-for-the-secret"),
-        pytest.param(status(Phase.PENDING, job_ids=()), 1, 0, Plan(Step.SUBMIT, 1, 1, 0),
+                     0, Plan(Due.SUBMIT, 1, 1, 0), id="waiting-for-the-secret"),
+        pytest.param(status(Phase.PENDING, job_ids=()), 1, 0, Plan(Due.SUBMIT, 1, 1, 0),
                      id="submitted-but-id-lost-is-looked-up-again"),
         pytest.param(status(Phase.PENDING, Reason.SUBMITTING, job_ids=()), 1, 0,
-                     Plan(Step.SUBMIT, 1, 1, 0), id="in-flight"),
-        pytest.param(status(Phase.PENDING), 1, 0, Plan(Step.TRACK, 1, 1, 0), id="track-pending"),
-        pytest.param(status(Phase.RUNNING), 1, 0, Plan(Step.TRACK, 1, 1, 0), id="track-running"),
+                     Plan(Due.SUBMIT, 1, 1, 0), id="in-flight"),
+        pytest.param(status(Phase.PENDING), 1, 0, Plan(Due.TRACK, 1, 1, 0), id="track-pending"),
+        pytest.param(status(Phase.RUNNING), 1, 0, Plan(Due.TRACK, 1, 1, 0), id="track-running"),
         pytest.param(status(Phase.UNKNOWN, Reason.UNKNOWN_STATE), 1, 0,
-                     Plan(Step.TRACK, 1, 1, 0), id="track-unknown-state"),
+                     Plan(Due.TRACK, 1, 1, 0), id="track-unknown-state"),
         pytest.param(status(Phase.RUNNING, Reason.CLUSTER_UNREACHABLE), 1, 0,
-                     Plan(Step.TRACK, 1, 1, 0), id="track-after-unreachable"),
-        pytest.param(status(Phase.RUNNING), 2, 0, Plan(Step.TRACK, 1, 1, 0),
+                     Plan(Due.TRACK, 1, 1, 0), id="track-after-unreachable"),
+        pytest.param(status(Phase.RUNNING), 2, 0, Plan(Due.TRACK, 1, 1, 0),
                      id="spec-change-waits-while-active"),
-        pytest.param(status(Phase.SUCCEEDED), 2, 0, Plan(Step.SUBMIT, 2, 2, 0),
+        pytest.param(status(Phase.SUCCEEDED), 2, 0, Plan(Due.SUBMIT, 2, 2, 0),
                      id="resubmit-on-spec-change-after-the-end"),
         pytest.param(status(Phase.FAILED, Reason.NODE_FAIL, retries=2), 2, 5,
-                     Plan(Step.SUBMIT, 2, 2, 0), id="spec-change-counts-backoff-afresh"),
+                     Plan(Due.SUBMIT, 2, 2, 0), id="spec-change-counts-backoff-afresh"),
         pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 2, 0,
-                     Plan(Step.SUBMIT, 2, 2, 0), id="resubmit-lost-job-on-spec-change"),
-        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 2, Plan(Step.SUBMIT, 2, 1, 1),
+                     Plan(Due.SUBMIT, 2, 2, 0), id="resubmit-lost-job-on-spec-change"),
+        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 2, Plan(Due.SUBMIT, 2, 1, 1),
                      id="node-fail-within-backoff-limit"),
         pytest.param(status(Phase.FAILED, Reason.PREEMPTED, retries=1), 1, 2,
-                     Plan(Step.SUBMIT, 2, 1, 2), id="preempted-within-backoff-limit"),
+                     Plan(Due.SUBMIT, 2, 1, 2), id="preempted-within-backoff-limit"),
         pytest.param(status(Phase.FAILED, Reason.BOOT_FAIL, attempt=3, retries=2), 1, 2,
-                     Plan(Step.IDLE, 3, 1, 2), id="backoff-limit-used-up"),
-        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 0, Plan(Step.IDLE, 1, 1, 0),
+                     Plan(Due.IDLE, 3, 1, 2), id="backoff-limit-used-up"),
+        pytest.param(status(Phase.FAILED, Reason.NODE_FAIL), 1, 0, Plan(Due.IDLE, 1, 1, 0),
                      id="node-fail-without-backoff-limit"),
         pytest.param(status(Phase.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, retries=2), 1, 2,
-                     Plan(Step.IDLE, 1, 1, 2), id="backoff-limit-exceeded-is-final"),
+                     Plan(Due.IDLE, 1, 1, 2), id="backoff-limit-exceeded-is-final"),
         pytest.param(status(Phase.FAILED, Reason.NON_ZERO_EXIT_CODE), 1, 3,
-                     Plan(Step.IDLE, 1, 1, 0), id="job-failure-is-not-retried"),
-        pytest.param(status(Phase.FAILED, Reason.TIMEOUT), 1, 3, Plan(Step.IDLE, 1, 1, 0),
+                     Plan(Due.IDLE, 1, 1, 0), id="job-failure-is-not-retried"),
+        pytest.param(status(Phase.FAILED, Reason.TIMEOUT), 1, 3, Plan(Due.IDLE, 1, 1, 0),
                      id="timeout-is-not-retried"),
-        pytest.param(status(Phase.FAILED, Reason.OUT_OF_MEMORY), 1, 3, Plan(Step.IDLE, 1, 1, 0),
+        pytest.param(status(Phase.FAILED, Reason.OUT_OF_MEMORY), 1, 3, Plan(Due.IDLE, 1, 1, 0),
                      id="oom-is-not-retried"),
         pytest.param(status(Phase.FAILED, Reason.SUBMIT_FAILED, job_ids=()), 1, 3,
-                     Plan(Step.IDLE, 1, 1, 0), id="refused-submission-is-final"),
-        pytest.param(status(Phase.SUCCEEDED), 1, 0, Plan(Step.IDLE, 1, 1, 0),
+                     Plan(Due.IDLE, 1, 1, 0), id="refused-submission-is-final"),
+        pytest.param(status(Phase.SUCCEEDED), 1, 0, Plan(Due.IDLE, 1, 1, 0),
                      id="idle-when-succeeded"),
         pytest.param(status(Phase.CANCELLED, Reason.CANCELLED_ON_CLUSTER), 1, 0,
-                     Plan(Step.IDLE, 1, 1, 0), id="idle-when-cancelled"),
+                     Plan(Due.IDLE, 1, 1, 0), id="idle-when-cancelled"),
         pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 1, 0,
-                     Plan(Step.TRACK, 1, 1, 0), id="lost-is-still-looked-for"),
+                     Plan(Due.TRACK, 1, 1, 0), id="lost-is-still-looked-for"),
         pytest.param(status(Phase.UNKNOWN, Reason.JOB_NOT_FOUND), 2, 0,
-                     Plan(Step.SUBMIT, 2, 2, 0), id="lost-then-spec-changed"),
+                     Plan(Due.SUBMIT, 2, 2, 0), id="lost-then-spec-changed"),
     ],
 )
 def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> None:
@@ -85,8 +85,8 @@ def test_plan(prev: Status, generation: int, backoff: int, expected: Plan) -> No
 
 
 def test_submitted() -> None:
-    new = lifecycle.submitted(Status(), Plan(Step.SUBMIT, 1, 3, 0), backend="slurm",
-                              cluster=CLUSTER, job_id="4242", tasks=("4242",), now=NOW)
+    new = lifecycle.submitted(Status(), Plan(Due.SUBMIT, 1, 3, 0), backend="slurm",
+                              cluster=CLUSTER, job=JobRef("k", "4242", ("4242",)), now=NOW)
     assert new.cluster == CLUSTER
     assert (new.phase, new.reason, new.job_ids, new.attempt, new.attempt_generation) == (
         Phase.PENDING, Reason.NONE, ("4242",), 1, 3
@@ -97,8 +97,8 @@ def test_submitted() -> None:
 def test_a_new_attempt_starts_from_a_clean_status() -> None:
     prev = status(Phase.FAILED, Reason.NODE_FAIL, failed=1, exit_code=0,
                   completion_time="2026-11-22T09:00:00Z", start_time="2026-11-22T08:00:00Z")
-    new = lifecycle.submitted(prev, Plan(Step.SUBMIT, 2, 1, 1), backend="slurm", cluster=CLUSTER,
-                              job_id="4300", tasks=("4300",), now=NOW)
+    new = lifecycle.submitted(prev, Plan(Due.SUBMIT, 2, 1, 1), backend="slurm", cluster=CLUSTER,
+                              job=JobRef("k", "4300", ("4300",)), now=NOW)
     assert (new.attempt, new.retries, new.job_ids, new.failed, new.exit_code) == (
         2, 1, ("4300",), 0, None
     )
@@ -106,13 +106,13 @@ def test_a_new_attempt_starts_from_a_clean_status() -> None:
 
 
 def test_in_flight() -> None:
-    new = lifecycle.in_flight(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm",
+    new = lifecycle.in_flight(Status(), Plan(Due.SUBMIT, 1, 1, 0), backend="slurm",
                               cluster=CLUSTER)
     assert (new.phase, new.reason, new.job_ids) == (Phase.PENDING, Reason.SUBMITTING, ())
 
 
 def test_refused() -> None:
-    new = lifecycle.refused(Status(), Plan(Step.SUBMIT, 1, 1, 0), backend="slurm", cluster=CLUSTER,
+    new = lifecycle.refused(Status(), Plan(Due.SUBMIT, 1, 1, 0), backend="slurm", cluster=CLUSTER,
                             message="sbatch: error: Invalid partition name specified")
     assert (new.phase, new.reason, new.active) == (Phase.FAILED, Reason.SUBMIT_FAILED, 0)
     assert new.message.endswith("sbatch: error: Invalid partition name specified")
@@ -129,7 +129,7 @@ def observe(prev: Status, p: Plan, tasks: list[TaskState], *, generation: int = 
 
 def test_observed_running() -> None:
     prev = status(Phase.PENDING, submit_time=NOW)
-    new = observe(prev, Plan(Step.TRACK, 1, 1, 0),
+    new = observe(prev, Plan(Due.TRACK, 1, 1, 0),
                   [TaskState("4242", Outcome.RUNNING, start_time="2026-11-22T10:00:05Z")])
     assert (new.phase, new.active, new.submit_time, new.start_time) == (
         Phase.RUNNING, 1, NOW, "2026-11-22T10:00:05Z"
@@ -137,7 +137,7 @@ def test_observed_running() -> None:
 
 
 def test_observed_while_the_spec_changed_says_the_change_waits() -> None:
-    new = observe(status(Phase.RUNNING), Plan(Step.TRACK, 1, 1, 0),
+    new = observe(status(Phase.RUNNING), Plan(Due.TRACK, 1, 1, 0),
                   [TaskState("4242", Outcome.RUNNING)], generation=2)
     assert new.phase is Phase.RUNNING
     assert new.attempt_generation == 1
@@ -145,7 +145,7 @@ def test_observed_while_the_spec_changed_says_the_change_waits() -> None:
 
 
 def test_observed_after_the_end_with_a_changed_spec_does_not_say_it_waits() -> None:
-    new = observe(status(Phase.RUNNING), Plan(Step.TRACK, 1, 1, 0),
+    new = observe(status(Phase.RUNNING), Plan(Due.TRACK, 1, 1, 0),
                   [TaskState("4242", Outcome.SUCCEEDED, exit_code=0)], generation=2)
     assert "waits" not in new.message
 
@@ -153,21 +153,21 @@ def test_observed_after_the_end_with_a_changed_spec_does_not_say_it_waits() -> N
 @pytest.mark.parametrize(
     ("retries", "backoff", "reason", "then"),
     [
-        pytest.param(0, 0, Reason.NODE_FAIL, Step.IDLE, id="no-backoff-limit"),
-        pytest.param(0, 2, Reason.NODE_FAIL, Step.SUBMIT, id="retries-left"),
-        pytest.param(1, 2, Reason.NODE_FAIL, Step.SUBMIT, id="one-retry-left"),
-        pytest.param(2, 2, Reason.BACKOFF_LIMIT_EXCEEDED, Step.IDLE, id="used-up"),
+        pytest.param(0, 0, Reason.NODE_FAIL, Due.IDLE, id="no-backoff-limit"),
+        pytest.param(0, 2, Reason.NODE_FAIL, Due.SUBMIT, id="retries-left"),
+        pytest.param(1, 2, Reason.NODE_FAIL, Due.SUBMIT, id="one-retry-left"),
+        pytest.param(2, 2, Reason.BACKOFF_LIMIT_EXCEEDED, Due.IDLE, id="used-up"),
     ],
 )
 def test_a_node_failure_is_retried_within_the_backoff_limit(
-    retries: int, backoff: int, reason: Reason, then: Step
+    retries: int, backoff: int, reason: Reason, then: Due
 ) -> None:
-    new = observe(status(Phase.RUNNING, retries=retries), Plan(Step.TRACK, 1, 1, retries),
+    new = observe(status(Phase.RUNNING, retries=retries), Plan(Due.TRACK, 1, 1, retries),
                   [TaskState("4242", Outcome.FAILED, Reason.NODE_FAIL, "A node of the job failed",
                              exit_code=0)], backoff=backoff)
     assert (new.phase, new.reason) == (Phase.FAILED, reason)
     assert ("backoffLimit" in new.message) is (reason is Reason.BACKOFF_LIMIT_EXCEEDED)
-    assert plan(new, generation=1, backoff_limit=backoff).step is then
+    assert plan(new, generation=1, backoff_limit=backoff).due is then
 
 
 @pytest.mark.parametrize(
@@ -179,7 +179,7 @@ def test_a_node_failure_is_retried_within_the_backoff_limit(
     ],
 )
 def test_unreachable_while_tracking_keeps_the_last_known_phase(prev: Status) -> None:
-    new = lifecycle.unreachable(prev, Plan(Step.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
+    new = lifecycle.unreachable(prev, Plan(Due.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
                                 "Connection refused.", backend="slurm")
     assert (new.phase, new.job_ids, new.start_time, new.attempt) == (
         prev.phase, prev.job_ids, prev.start_time, prev.attempt
@@ -190,7 +190,7 @@ def test_unreachable_while_tracking_keeps_the_last_known_phase(prev: Status) -> 
 
 def test_unreachable_after_the_end_keeps_the_final_status() -> None:
     prev = status(Phase.SUCCEEDED, message="The job completed.", exit_code=0)
-    new = lifecycle.unreachable(prev, Plan(Step.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
+    new = lifecycle.unreachable(prev, Plan(Due.TRACK, 1, 1, 0), Reason.CLUSTER_UNREACHABLE,
                                 "Connection refused.", backend="slurm")
     assert replace(new, reachable=True, reachability_reason="", reachability_message="") == prev
     assert new.reachable is False
@@ -202,7 +202,7 @@ def test_unreachable_after_the_end_keeps_the_final_status() -> None:
      Reason.AUTHENTICATION_FAILED, Reason.CLUSTER_UNREACHABLE],
 )
 def test_unreachable_before_submission_waits_in_pending(reason: Reason) -> None:
-    new = lifecycle.unreachable(Status(), Plan(Step.SUBMIT, 1, 1, 0), reason, "Why.",
+    new = lifecycle.unreachable(Status(), Plan(Due.SUBMIT, 1, 1, 0), reason, "Why.",
                                 backend="slurm")
     assert (new.phase, new.reason, new.message, new.job_ids) == (Phase.PENDING, reason, "Why.",
                                                                  ())

@@ -13,6 +13,7 @@ import pytest
 
 from hooks.core import response, status, sync
 from hooks.core.children import LAST_APPLIED, carried_over, log_pod
+from hooks.core.effects import Cancel, Hold, Query, Release, Submit
 from hooks.core.model import (
     ClusterRef,
     JobRequest,
@@ -25,7 +26,6 @@ from hooks.core.model import (
 )
 from hooks.core.payload import Unresolved, resolve
 from hooks.core.spec import SpecError, parse_spec, work_dir
-from hooks.core.steps import Cancel, Hold, Query, Release, Submit
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import NOW, UID, call
 from tests.unit.site_requests import LOGIN, T0, config_map, drive, request

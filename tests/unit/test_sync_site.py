@@ -1,5 +1,5 @@
 """The sync decision with jump hosts, workDir, env, inputs, suspend and the deadline, driven
-step by step with results the test makes up: what is asked of the cluster, in which order,
+effect by effect with results the test makes up: what is asked of the cluster, in which order,
 and the status each answer carries. Finalize under a workDir and along a route, too."""
 
 from __future__ import annotations
@@ -10,9 +10,23 @@ from typing import Any
 
 import pytest
 
-from hooks.core import lifecycle, response, sync
-from hooks.core.lifecycle import Plan
-from hooks.core.lifecycle import Step as Planned
+from hooks.core import lifecycle, response, rounds, sync
+from hooks.core.effects import (
+    Access,
+    Answer,
+    Cancel,
+    Cleanup,
+    Forget,
+    Hold,
+    ListActive,
+    MarkEnded,
+    Query,
+    Release,
+    Submit,
+    Track,
+    Trouble,
+)
+from hooks.core.lifecycle import Due, Plan
 from hooks.core.model import (
     ClusterRef,
     Hop,
@@ -26,22 +40,6 @@ from hooks.core.model import (
 )
 from hooks.core.spec import digest
 from hooks.core.status import Status
-from hooks.core.steps import (
-    Access,
-    Answer,
-    Cancel,
-    Cleanup,
-    Forget,
-    Hold,
-    ListActive,
-    MarkEnded,
-    Query,
-    Release,
-    Step,
-    Submit,
-    Track,
-    Trouble,
-)
 from tests.unit.conftest import UID, call
 from tests.unit.site_requests import (
     LOGIN,
@@ -99,7 +97,7 @@ def route_request(**secrets: Any) -> dict[str, Any]:
 def test_credentials_are_the_login_nodes_then_each_hops_in_order() -> None:
     parsed = call(route_request())
     assert parsed.parsed.placement is not None
-    access = sync.credentials(parsed, parsed.parsed.placement.cluster)
+    access = rounds.credentials(parsed, parsed.parsed.placement.cluster)
     assert isinstance(access, Access)
     assert access.login.username == "alice"
     assert len(access.hops) == 2
@@ -120,7 +118,7 @@ def test_credentials_are_the_login_nodes_then_each_hops_in_order() -> None:
                      "Secret 'login' was not found", id="cluster-secret-missing"),
     ],
 )
-def test_a_missing_or_invalid_route_secret_waits_without_a_step(
+def test_a_missing_or_invalid_route_secret_waits_without_an_effect(
     secrets: dict[str, Any], reason: Reason, words: str
 ) -> None:
     run = Loop(route_request(**secrets)).sync()
@@ -133,7 +131,7 @@ def test_a_missing_or_invalid_route_secret_waits_without_a_step(
 def test_the_attempt_goes_along_the_route_into_the_work_dir() -> None:
     loop = Loop(route_request())
     run = loop.sync(SUBMITTED)
-    first = loop.steps[0]
+    first = loop.effects[0]
     assert isinstance(first.action, Submit)
     assert first.placement.cluster.jump == (
         Hop("bastion.example.org", 22, "login"),
@@ -152,9 +150,9 @@ def test_tracking_stays_on_the_attempts_route_after_an_edit() -> None:
     loop = Loop(route_request())
     loop.sync(SUBMITTED)
     loop.edit(cluster={"host": "other-login", "secretRef": {"name": "login"}})
-    loop.steps.clear()
+    loop.effects.clear()
     run = loop.sync(queue(running()))
-    (query,) = loop.steps
+    (query,) = loop.effects
     assert isinstance(query.action, Query)
     assert (query.placement.cluster.host, len(query.placement.cluster.jump)) == (LOGIN, 2)
     assert query.placement.cluster.work_dir == "/scratch/alice/bridge"
@@ -209,7 +207,7 @@ def test_a_retried_submission_keeps_the_attempts_work_dir_and_route() -> None:
         pytest.param({"suspend": "yes"}, "spec.suspend", id="suspend-text"),
     ],
 )
-def test_an_invalid_new_field_fails_without_a_step(fields: dict[str, Any], field: str) -> None:
+def test_an_invalid_new_field_fails_without_an_effect(fields: dict[str, Any], field: str) -> None:
     run = Loop(request(fields)).sync(SUBMITTED)
     assert run.actions == []
     assert (run.status["phase"], run.status["reason"]) == ("Failed", "InvalidSpec")
@@ -246,7 +244,7 @@ def test_the_submission_carries_the_env_and_the_input_files() -> None:
         pytest.param({"config_maps": {}}, "ConfigMapNotFound", "'params'", id="config-map"),
     ],
 )
-def test_a_missing_env_or_input_object_waits_without_a_step(
+def test_a_missing_env_or_input_object_waits_without_an_effect(
     change: dict[str, Any], reason: str, named: str
 ) -> None:
     body = payload_request()
@@ -263,7 +261,7 @@ def test_a_missing_env_or_input_object_waits_without_a_step(
     assert run.answer.body["resyncAfterSeconds"] >= response.SLOW_POLL * 0.75
 
 
-def test_an_unusable_env_value_fails_without_a_step() -> None:
+def test_an_unusable_env_value_fails_without_an_effect() -> None:
     run = Loop(payload_request(api=secret(token="a\x00b"))).sync(SUBMITTED)
     assert run.actions == []
     assert (run.status["phase"], run.status["reason"]) == ("Failed", "InvalidSpec")
@@ -364,7 +362,7 @@ def test_an_array_is_held_once_by_its_job_id() -> None:
     assert run.action(Hold).job_ids == ("500",)
 
 
-def test_suspended_and_held_already_needs_no_step() -> None:
+def test_suspended_and_held_already_needs_no_effect() -> None:
     loop = submitted_loop()
     loop.edit(suspend=True)
     loop.sync(queue(pending()))
@@ -403,6 +401,31 @@ def test_resumed_while_held_releases_the_job() -> None:
     assert "released" in run.status["message"]
     assert condition(run, "Suspended")["status"] == "False"
     assert loop.sync(queue(pending())).kinds == ["Query"]
+
+
+def test_resumed_soon_after_the_hold_releases_the_job_the_queue_does_not_show_held() -> None:
+    # The queue a sync sees comes from the shared status, which may be older than the hold.
+    loop = submitted_loop()
+    loop.edit(suspend=True)
+    assert loop.sync(queue(pending())).kinds == ["Query", "Hold"]
+    loop.edit(suspend=False)
+    run = loop.sync(queue(pending()))
+    assert run.kinds == ["Query", "Release"]
+    assert run.action(Release).job_ids == ("500",)
+    assert (run.status["phase"], run.status["reason"]) == ("Pending", "")
+    assert "released" in run.status["message"]
+    assert loop.sync(queue(pending())).kinds == ["Query"]
+
+
+def test_an_invalid_edit_soon_after_the_hold_stays_suspended() -> None:
+    loop = submitted_loop()
+    loop.edit(suspend=True)
+    loop.sync(queue(pending()))
+    loop.edit(suspend=False, backoffLimit=-1)
+    invalid = loop.sync(queue(pending()))
+    assert (invalid.kinds, invalid.status["reason"]) == (["Query"], "Suspended")
+    loop.edit(backoffLimit=0)
+    assert loop.sync(queue(pending())).kinds == ["Query", "Release"]
 
 
 def test_a_job_held_by_someone_else_is_not_released() -> None:
@@ -610,12 +633,12 @@ def test_finalize_cleans_the_work_dir_along_the_route() -> None:
     loop.body["finalizing"] = True
     loop.body["parent"]["spec"]["cluster"] = {"host": "elsewhere",
                                               "secretRef": {"name": "login"}}
-    loop.steps.clear()
+    loop.effects.clear()
     run = loop.sync({ListActive: (), Cleanup: "removed"})
     assert run.kinds == ["ListActive", "Cleanup", "Forget"]
     assert run.action(Cleanup).root == f"/scratch/alice/bridge/research/sim/{UID}"
-    assert all(len(step.access.hops) == 2 for step in loop.steps)
-    assert all(step.placement.cluster.host == LOGIN for step in loop.steps)
+    assert all(len(effect.access.hops) == 2 for effect in loop.effects)
+    assert all(effect.placement.cluster.host == LOGIN for effect in loop.effects)
     assert run.answer.body["finalized"] is True
 
 
@@ -629,23 +652,25 @@ def test_finalize_of_a_batchjob_suspended_before_submission() -> None:
     assert run.answer.body["finalized"] is True
 
 
-# --- how the steps look --------------------------------------------------------------------------
+# --- how the effects look -------------------------------------------------------------------------
 
 
-def test_every_step_names_its_access_and_placement() -> None:
+def test_every_effect_names_its_access_and_placement() -> None:
     parsed = call(route_request())
     decision = sync.decide(parsed)
-    assert isinstance(decision, Step)
-    assert isinstance(decision.action, Submit)
-    assert decision.placement.cluster == ClusterRef(
+    effect = next(decision)
+    assert isinstance(effect.action, Submit)
+    assert effect.placement.cluster == ClusterRef(
         LOGIN, 22, "login", False,
         (Hop("bastion.example.org", 22, "login"),
          Hop("inner.example.org", 2222, "inner-hop", True)),
         "/scratch/alice/bridge")
-    answer = decision.then(SubmitOutcome(SubmitAnswer.IN_FLIGHT))
+    with pytest.raises(StopIteration) as done:
+        decision.send(SubmitOutcome(SubmitAnswer.IN_FLIGHT))
+    answer = done.value.value
     assert isinstance(answer, Answer)
     assert answer.status.reason is Reason.SUBMITTING
-    assert answer.status.spec_hash == digest(decision.action.job.spec)
+    assert answer.status.spec_hash == digest(effect.action.job.spec)
 
 
 def test_a_track_follows_every_new_job_id() -> None:
@@ -667,7 +692,7 @@ def test_a_finished_attempt_is_forgotten_once() -> None:
 
 HELD_BY_HOOKS = Status(reason=Reason.SUSPENDED, message="held", backend="slurm",
                        job_ids=("500",), attempt=1, attempt_generation=1, active=1)
-TRACK = Plan(Planned.TRACK, 1, 1, 0)
+TRACK = Plan(Due.TRACK, 1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -708,7 +733,7 @@ def test_deadline_exceeded_counts_the_active_tasks_as_cancelled() -> None:
 def test_suspended_before_submission_keeps_the_attempts_cluster() -> None:
     prev = Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1,
                   cluster=ClusterRef("h", 22, "s", False, work_dir="/w"))
-    new = lifecycle.suspended(prev, Plan(Planned.SUBMIT, 1, 1, 0), backend="slurm")
+    new = lifecycle.suspended(prev, Plan(Due.SUBMIT, 1, 1, 0), backend="slurm")
     assert (new.phase, new.reason, new.attempt, new.cluster) == (
         Phase.PENDING, Reason.SUSPENDED, 1, prev.cluster)
     assert "attempt 1" in new.message

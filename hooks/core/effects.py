@@ -1,19 +1,20 @@
 """What a decision of the core asks the shell to do, and what it answers in the end.
 
-A hook call is decided by a pure function (``hooks.core.sync.decide``,
-``hooks.core.finalize.decide``) that returns either the ``Answer`` or a ``Step``: one remote
-action on one cluster plus the pure continuation ``then`` that turns the action's result into
-the next decision. The shell (``hooks.executor``) runs each step's action and feeds the result
-back, until an ``Answer`` comes out; it never decides anything itself. Results are the action's
-value (``SubmitOutcome``, the attempt's ``TaskState`` list, job ids, ``None`` for a cancel, the
-cleanup's word) or a ``Trouble`` when the cluster could not be asked.
+A hook call is decided by a pure generator (``hooks.core.sync.decide``,
+``hooks.core.finalize.decide``), read top to bottom: it yields each ``Effect`` (one remote
+action on one cluster, with the logins of its route), receives the action's result
+(``outcome = yield Effect(where, access, Submit(job))``) and returns the ``Answer``. The shell
+(``hooks.executor``) runs each effect and sends the result back until the answer comes out; it
+never decides anything itself. Results are the action's value (``SubmitOutcome``, the
+attempt's ``TaskState`` list, job ids, ``None`` for a cancel, the cleanup's word) or a
+``Trouble`` when the cluster could not be asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hooks.core.model import JobRef, JobRequest, Reason, SubmitOutcome, TaskState
 from hooks.core.secret import Credentials
@@ -119,13 +120,12 @@ class Access:
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
-    """Run ``action`` on the cluster of ``placement``, then decide with ``then``."""
+class Effect:
+    """Run ``action`` on the cluster of ``placement``, logged in with ``access``."""
 
     placement: Placement
     access: Access
     action: Action
-    then: Callable[[Any], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,4 +140,8 @@ class Answer:
     """A deletion finished without reaching the cluster (logged as a warning and counted)."""
 
 
-Decision = Step | Answer
+T = TypeVar("T")
+Effects = Generator[Effect, Any, T]
+"""A part of a decision: yields effects, receives each one's ``Result``, returns a ``T``."""
+Decision = Effects[Answer]
+"""A whole hook call: the effects it runs, then its ``Answer``."""
