@@ -109,7 +109,8 @@ def _job(
     """The attempt to submit, with its env and input files; or the answer saying why the
     objects they come from cannot be read."""
     resolved = payload.resolve(spec, namespace=call.namespace, secrets=call.secrets,
-                               config_maps=call.config_maps)
+                               config_maps=call.config_maps,
+                               writes_file=call.rules[spec.backend].writes_file)
     if isinstance(resolved, payload.Unresolved):
         if resolved.reason is Reason.INVALID_SPEC:
             return answer.build(call, lifecycle.invalid_spec(prev, resolved.message,
