@@ -1,9 +1,10 @@
 """The imperative shell: runs one customize, sync or finalize call.
 
 It parses the request into a ``Call``, lets the pure core decide (``hooks.core.sync``,
-``hooks.core.finalize``), runs each effect the decision yields — over the pooled SSH
-connection and the shared status, within one deadline for the whole call — and sends the
-result back, until the core returns its answer. Trouble on the way (a wrong host key, an unreachable
+``hooks.core.finalize``), runs each effect the decision yields — over the transport the
+effect's scheduler names (the pooled SSH connection) and the shared status, within one
+deadline for the whole call — and sends the result back, until the core returns its answer.
+Trouble on the way (a wrong host key, an unreachable
 cluster, a scheduler that does not answer) comes back to the core as a typed ``Trouble``,
 which the core turns into a 200 answer with the last known state, never an error.
 """
@@ -11,8 +12,8 @@ which the core turns into a 200 answer with the last known state, never an error
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from hooks.core import finalize, request, sync
@@ -36,11 +37,9 @@ from hooks.core.effects import (
 from hooks.core.model import Reason, SchedulerError
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
-from hooks.schedulers import guard
 from hooks.schedulers.base import Scheduler
 from hooks.ssh import errors
-from hooks.ssh.client import OVERRUN, Jump, Remote, Target
-from hooks.ssh.pool import pool_key
+from hooks.ssh.client import OVERRUN
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +110,14 @@ class Executor:
     def _perform(self, effect: Effect, budget: Deadline) -> object:
         rt = self.runtime
         scheduler = rt.schedulers[effect.placement.backend]
-        target = _target(effect)
-        key = pool_key(target, effect.access.login)
-        opener = self._opener(target, effect)
+        transport = rt.transport(scheduler)
+        cluster, access = effect.placement.cluster, effect.access
+        key = transport.key(cluster, access)
         command = self._command_deadline(budget)
+
+        def opener(deadline: Deadline) -> AbstractContextManager[Any]:
+            return transport.open(cluster, access, deadline=deadline)
+
         match effect.action:
             case Query(ref):
                 return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
@@ -127,9 +130,9 @@ class Executor:
         with opener(budget) as conn:
             return self._on(conn, scheduler, effect.action, command())
 
-    def _on(self, conn: Remote, scheduler: Scheduler, action: Action,
+    def _on(self, conn: object, scheduler: Scheduler[Any], action: Action,
             deadline: Deadline) -> object:
-        """Run an action over the pooled connection ``conn``."""
+        """Run an action over ``conn``, the open connection of the scheduler's transport."""
         match action:
             case Submit(job):
                 outcome = scheduler.submit(conn, job, deadline=deadline)
@@ -138,7 +141,7 @@ class Executor:
             case ListActive(uid):
                 return tuple(scheduler.active_jobs(conn, uid, deadline=deadline))
             case Cleanup(root, stale):
-                return _cleanup(conn, root, stale, deadline)
+                return scheduler.remove_directory(conn, root, stale, deadline=deadline)
             case Hold(job_ids):
                 scheduler.hold(conn, job_ids, deadline=deadline)
             case Release(job_ids):
@@ -146,26 +149,10 @@ class Executor:
             case Cancel(job_ids):
                 scheduler.cancel(conn, job_ids, deadline=deadline)
             case MarkEnded(remote_dir, phase):
-                conn.run(guard.mark_ended_command(remote_dir=remote_dir, phase=phase),
-                         deadline=deadline)
+                scheduler.mark_ended(conn, remote_dir, phase, deadline=deadline)
             case _:
                 raise TypeError(f"unknown action {action!r}")
         return None
-
-    def _opener(
-        self, target: Target, effect: Effect
-    ) -> Callable[[Deadline], AbstractContextManager[Remote]]:
-        """Opens the pooled connection, connecting within the connect timeout if need be."""
-        pool, connect_timeout = self.runtime.pool, self.runtime.settings.connect_timeout
-
-        @contextmanager
-        def opener(deadline: Deadline) -> Iterator[Remote]:
-            deadline.require(1, "connecting")
-            with pool.open(target, effect.access.login,
-                           deadline=deadline.within(connect_timeout)) as conn:
-                yield conn
-
-        return opener
 
     def _command_deadline(self, budget: Deadline) -> Callable[[], Deadline]:
         """The deadline of the next remote command: ``HPCBRIDGE_COMMAND_TIMEOUT`` plus what
@@ -178,20 +165,3 @@ class Executor:
 
         return command
 
-
-def _target(effect: Effect) -> Target:
-    """The login node of the effect's cluster, behind its jump hosts."""
-    cluster = effect.placement.cluster
-    jump = tuple(Jump(hop.host, hop.port, hop.insecure_skip_host_key_check, credentials)
-                 for hop, credentials in zip(cluster.jump, effect.access.hops, strict=True))
-    return Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check, jump)
-
-
-def _cleanup(conn: Remote, root: str, stale: int, deadline: Deadline) -> str | Trouble:
-    result = conn.run(guard.cleanup_command(root=root, stale_seconds=stale), deadline=deadline)
-    word = result.out.strip()
-    if word in ("removed", "gone", "busy"):
-        return word
-    detail = (result.err.strip().splitlines() or ["no answer"])[-1][:200]
-    return Trouble(Reason.CLUSTER_UNREACHABLE,
-                   f"Removing the BatchJob's remote directory failed: {detail}")

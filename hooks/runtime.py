@@ -1,7 +1,8 @@
 """Everything a hook server keeps between calls, built once by ``create_app`` and injected.
 
-The scheduler registry, the SSH connection pool, the shared status cache, the metrics and the
-clocks live in one ``Runtime``; nothing module-level holds state. Idle SSH connections and the
+The scheduler registry, the transports its schedulers name (the SSH connection pool), the
+shared status cache, the metrics and the clocks live in one ``Runtime``; nothing module-level
+holds state. Idle connections and the
 shared status of clusters nobody asks about any more are dropped on one schedule
 (``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds, or every half
 ``HPCBRIDGE_IDLE_SECONDS`` when that is shorter).
@@ -12,15 +13,15 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from hooks.core.request import Policy
 from hooks.metrics import Metrics
 from hooks.schedulers import REGISTRY
-from hooks.schedulers.base import Registry
+from hooks.schedulers.base import Registry, Scheduler, Transport, TransportKind
 from hooks.settings import Settings
-from hooks.ssh.pool import Connections, Pool
 from hooks.status_cache import StatusCache
 
 SWEEP_EVERY = 60.0
@@ -41,7 +42,8 @@ class Runtime:
     settings: Settings
     schedulers: Registry
     metrics: Metrics
-    pool: Connections
+    transports: Mapping[TransportKind, Transport[Any]]
+    """One transport of each kind the schedulers name."""
     cache: StatusCache
     clock: Callable[[], datetime.datetime] = utcnow
     """The wall clock of status times; deadlines and ages use the monotonic clock."""
@@ -51,15 +53,19 @@ class Runtime:
     @classmethod
     def build(
         cls, settings: Settings, *, schedulers: Registry = REGISTRY,
-        clock: Callable[[], datetime.datetime] = utcnow, pool: Connections | None = None,
+        clock: Callable[[], datetime.datetime] = utcnow,
+        transports: Mapping[TransportKind, Transport[Any]] | None = None,
     ) -> Runtime:
-        """The runtime of ``settings``; tests hand in stand-in schedulers, clock and pool."""
+        """The runtime of ``settings``; tests hand in stand-in schedulers, clock and transports
+        (by the kind they stand in for)."""
         metrics = Metrics()
+        given = transports or {}
+        kinds = dict.fromkeys(scheduler.transport for scheduler in schedulers.values())
         return cls(
             settings=settings,
             schedulers=schedulers,
             metrics=metrics,
-            pool=pool or Pool(metrics, max_channels=settings.max_channels),
+            transports={kind: given.get(kind) or kind(settings, metrics) for kind in kinds},
             cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
             clock=clock,
             _next_sweep=time.monotonic() + sweep_every(settings),
@@ -71,9 +77,14 @@ class Runtime:
         return Policy(log_image=s.log_image, finalize_grace=s.finalize_grace,
                       guard_stale=s.guard_stale)
 
+    def transport(self, scheduler: Scheduler[Any]) -> Transport[Any]:
+        """The transport ``scheduler``'s operations go over."""
+        return self.transports[scheduler.transport]
+
     def sweep(self) -> None:
         """Drop idle connections and the shared status nobody asked about for a while."""
-        self.pool.evict_idle(self.settings.idle_seconds)
+        for transport in self.transports.values():
+            transport.evict_idle(self.settings.idle_seconds)
         self.cache.evict_idle()
 
     def sweep_if_due(self) -> None:
@@ -87,4 +98,5 @@ class Runtime:
             self._sweeping.release()
 
     def close(self) -> None:
-        self.pool.close()
+        for transport in self.transports.values():
+            transport.close()

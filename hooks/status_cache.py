@@ -13,9 +13,10 @@ refresh under way (it arrived after the refresh began) waits for that refresh to
 its attempt alone only if the listing did not show it, rather than wait for a second refresh.
 Attempts not looked up for ``forget`` seconds drop out of the batch.
 
-The cache opens its connection itself, through the opener the caller hands in (the pool's),
-only when it has to ask the cluster: a hit touches no connection, and a refresh in the
-background goes through the pool's handling of broken connections like any other command.
+The cache opens its connection itself, through the opener the caller hands in (the scheduler's
+transport's), only when it has to ask the cluster: a hit touches no connection, and a refresh
+in the background goes through the transport's handling of broken connections like any other
+command.
 """
 
 from __future__ import annotations
@@ -25,20 +26,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from hooks.core.model import JobRef, TaskState
 from hooks.deadline import Deadline, DeadlineExceeded
 from hooks.metrics import Metrics
-from hooks.ssh.client import Remote
 
 Clock = Callable[[], float]
-Opener = Callable[[Deadline], AbstractContextManager[Remote]]
-"""Opens the cluster's shared connection for one query (``Pool.open`` with the target and
-credentials bound)."""
+Opener = Callable[[Deadline], AbstractContextManager[Any]]
+"""Opens the cluster's shared connection for one query (the scheduler's transport's ``open``
+with the route and logins bound)."""
 
 
-class Scheduler(Protocol):
+class Queried(Protocol):
     """What the cache needs of a scheduler (``hooks.schedulers.base.Scheduler`` has it)."""
 
     name: str
@@ -46,7 +46,7 @@ class Scheduler(Protocol):
     def job_id(self, task_id: str) -> str: ...
 
     def query(
-        self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+        self, conn: Any, refs: Sequence[JobRef], *, deadline: Deadline,
         whole_queue: bool = True,
     ) -> Mapping[str, Sequence[TaskState]]: ...
 REFRESH_AHEAD = 0.6
@@ -72,7 +72,7 @@ class _Entry:
     taken_at: float = float("-inf")
     refresh: _Refresh | None = None
 
-    def answer(self, scheduler: Scheduler, ref: JobRef) -> Sequence[TaskState] | None:
+    def answer(self, scheduler: Queried, ref: JobRef) -> Sequence[TaskState] | None:
         """The snapshot's answer for ``ref``, if it has one it can stand behind.
 
         An attempt that was only listed is served while every task of its recorded job is
@@ -97,7 +97,7 @@ class StatusCache:
         self._lock = threading.Lock()
 
     def lookup(
-        self, pool_key: str, scheduler: Scheduler, opener: Opener, ref: JobRef, *,
+        self, pool_key: str, scheduler: Queried, opener: Opener, ref: JobRef, *,
         deadline: Deadline,
     ) -> Sequence[TaskState]:
         """The attempt's tasks as of at most ``ttl`` seconds ago."""
@@ -123,7 +123,7 @@ class StatusCache:
         return self._join(entry, refresh, scheduler, opener, ref, deadline)
 
     def _join(
-        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        self, entry: _Entry, refresh: _Refresh, scheduler: Queried, opener: Opener,
         ref: JobRef, deadline: Deadline,
     ) -> Sequence[TaskState]:
         """Wait for the refresh under way; ask for the attempt alone if it cannot answer."""
@@ -149,13 +149,13 @@ class StatusCache:
             found = scheduler.query(conn, [ref], deadline=deadline, whole_queue=False)
         return found.get(ref.key, ())
 
-    def track(self, pool_key: str, scheduler: Scheduler, ref: JobRef) -> None:
+    def track(self, pool_key: str, scheduler: Queried, ref: JobRef) -> None:
         """Include an attempt in the next refresh (it was just submitted)."""
         with self._lock:
             entry = self._entries.setdefault(f"{scheduler.name}:{pool_key}", _Entry())
             entry.tracked[ref.key] = (ref, self.clock())
 
-    def drop(self, pool_key: str, scheduler: Scheduler, key: str) -> None:
+    def drop(self, pool_key: str, scheduler: Queried, key: str) -> None:
         """Stop tracking an attempt (it finished, or its BatchJob is gone)."""
         name = f"{scheduler.name}:{pool_key}"
         with self._lock:
@@ -193,7 +193,7 @@ class StatusCache:
         return _Refresh(refs, frozenset(ref.key for ref in refs))
 
     def _lead(
-        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        self, entry: _Entry, refresh: _Refresh, scheduler: Queried, opener: Opener,
         ref: JobRef, deadline: Deadline,
     ) -> Sequence[TaskState]:
         self._metrics.cache_lookup("miss")
@@ -204,7 +204,7 @@ class StatusCache:
             return entry.snapshot[ref.key]
 
     def _refresh(
-        self, entry: _Entry, refresh: _Refresh, scheduler: Scheduler, opener: Opener,
+        self, entry: _Entry, refresh: _Refresh, scheduler: Queried, opener: Opener,
         deadline: Deadline,
     ) -> None:
         """Run one batched query for the refresh's attempts and publish the snapshot."""

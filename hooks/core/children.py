@@ -13,8 +13,8 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from hooks.core.layout import work_dir
 from hooks.core.model import TERMINAL_PHASES, ClusterRef, Hop, JobRequest, Phase, Spec, job_root
-from hooks.core.spec import work_dir
 from hooks.core.status import Status
 
 SECRET_MOUNT = "/var/run/secrets/hpcbridge"

@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hooks.core.fields import SpecError
+from hooks.core.layout import relative_path, reserved_file
 from hooks.core.model import EnvVar, Input, InputFile, ObjectKey, Reason, Spec
-from hooks.core.spec import SpecError, relative_path, reserved_file
 from hooks.core.text import shown
 
 MAX_PAYLOAD = 4 * 1024 * 1024
@@ -49,14 +50,15 @@ class _Missing(Exception):
 
 def resolve(
     spec: Spec, *, namespace: str, secrets: Mapping[str, Mapping[str, Any]],
-    config_maps: Mapping[str, Mapping[str, Any]],
+    config_maps: Mapping[str, Mapping[str, Any]], writes_file: Callable[[str], bool],
 ) -> Payload | Unresolved:
-    """The environment and input files of ``spec``. Pure: no I/O."""
+    """The environment and input files of ``spec``, none of them at a name the scheduler
+    writes itself (``writes_file``). Pure: no I/O."""
     objects = {"Secret": secrets, "ConfigMap": config_maps}
     try:
         environment = tuple(pair for i, var in enumerate(spec.env)
                             if (pair := _variable(var, i, objects, namespace)) is not None)
-        inputs = _files(spec.inputs, objects, namespace)
+        inputs = _files(spec.inputs, objects, namespace, writes_file)
     except _Missing as err:
         return Unresolved(err.reason, str(err))
     except SpecError as err:
@@ -97,7 +99,7 @@ def _variable(
 
 def _files(
     inputs: tuple[Input, ...], objects: Mapping[str, Mapping[str, Mapping[str, Any]]],
-    namespace: str,
+    namespace: str, writes_file: Callable[[str], bool],
 ) -> tuple[InputFile, ...]:
     files: dict[str, InputFile] = {}
     owners: dict[str, str] = {}
@@ -116,7 +118,7 @@ def _files(
                                           f"({where}).")
             relative_path(name, f"{where}: {item.kind} {item.name!r} key {shown(key)}")
             path = f"{item.path}/{name}" if item.path else name
-            if reserved_file(path):
+            if reserved_file(path, writes_file):
                 raise SpecError(f"{where}: {shown(path)} is a name the hooks use in the job's "
                                 "directory; rename it with items.")
             if path in files:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hooks.core import children, status
+from hooks.core.layout import DNS_SUBDOMAIN
 from hooks.core.scheduler import Rules
-from hooks.core.spec import DNS_SUBDOMAIN, ParsedSpec, parse
+from hooks.core.spec import ParsedSpec, parse
 from hooks.core.status import Status
 
 POD_GROUP = "Pod.v1"
@@ -94,7 +95,7 @@ def parse_call(
         deletion_timestamp=metadata.get("deletionTimestamp"),
         finalizing=finalizing,
         parsed=parse(parent.get("spec"), rules),
-        previous=status.from_raw(previous),
+        previous=status.from_raw(previous, rules),
         previous_raw=previous,
         secrets=_group(body.get("related") or {}, SECRET_GROUP, namespace),
         config_maps=_group(body.get("related") or {}, CONFIG_MAP_GROUP, namespace),
@@ -112,7 +113,7 @@ def customize(body: object) -> dict[str, Any]:
     parent = _parent(body, "parent")
     spec = parent.get("spec") or {}
     secrets, config_maps = named_objects(spec)
-    attempt = status.from_raw(parent.get("status")).cluster
+    attempt = status.from_raw(parent.get("status"), {}).cluster  # the cluster needs no rules
     if attempt is not None:
         secrets |= set(attempt.secret_names)
     namespace = parent["metadata"]["namespace"]

@@ -1,4 +1,5 @@
-"""What the core needs of a scheduler: its name, its spec block, and how its job ids read.
+"""What the core needs of a scheduler: its name, its spec block, its job and task ids, and the
+files it writes in an attempt's directory.
 
 Each scheduler package (``hooks.schedulers.slurm``, ``hooks.schedulers.htcondor``) provides these
 pure rules next to its remote commands; the core receives them as arguments (the registry), so
@@ -7,6 +8,7 @@ it never imports a scheduler and a new scheduler needs no change here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -15,10 +17,13 @@ from hooks.core.model import Resources
 
 class SchedulerRules(Protocol):
     name: str
+    task_id_pattern: re.Pattern[str]
+    """The full form of a task id as the scheduler reports one, group 1 its job. Stored ids
+    go to the scheduler's commands, so the pattern admits nothing else: no option, no list."""
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> Any:
         """The scheduler's spec block (``{}`` when absent), validated with the resources it
-        constrains; raises ``hooks.core.spec.SpecError`` naming the field. Pure."""
+        constrains; raises ``hooks.core.fields.SpecError`` naming the field. Pure."""
         ...
 
     def expected_tasks(self, options: Any, job_id: str) -> tuple[str, ...]:
@@ -27,6 +32,11 @@ class SchedulerRules(Protocol):
 
     def job_id(self, task_id: str) -> str:
         """The id of the job (SLURM array, HTCondor cluster) a task id belongs to."""
+        ...
+
+    def writes_file(self, name: str) -> bool:
+        """Whether the scheduler writes a file of this name at the top of an attempt's
+        directory (its script, description, answers), which no input file may take."""
         ...
 
 

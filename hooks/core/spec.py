@@ -5,62 +5,34 @@ API server has checked anything. ``parse`` reads the raw spec once into a ``Pars
 the attempt goes (backend and cluster, which an edit that breaks another rule leaves usable for
 an attempt already submitted), the frozen ``Spec`` when every rule holds, or one sentence that
 names the field and the expected form. A scheduler's own block (``spec.slurm``,
-``spec.htcondor``) is validated by that scheduler's rules, which come in as an argument.
-
-The field readers below (``mapping``, ``whole_number``, ...) are shared with the scheduler
-packages, so that every message has the same form.
+``spec.htcondor``) is validated by that scheduler's rules, which come in as an argument; the
+field readers are ``hooks.core.fields``, the route and file-name rules ``hooks.core.layout``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any
 
 from hooks.core import units
-from hooks.core.model import (
-    DEFAULT_WORK_DIR,
-    ClusterRef,
-    EnvVar,
-    Hop,
-    Input,
-    ObjectKey,
-    Resources,
-    Spec,
-)
+from hooks.core.fields import INT64, SpecError, flag, mapping, optional_number, whole_number
+from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref, relative_path, reserved_file
+from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Resources, Spec
 from hooks.core.scheduler import Rules
-from hooks.core.text import has_control, shown
+from hooks.core.text import shown
 
 MAX_SCRIPT_BYTES = 256 * 1024
-MAX_JUMPS = 3
 MAX_ENV = 128
 MAX_INPUTS = 32
-MAX_PATH = 1024
-INT32 = 2**31 - 1
-INT64 = 2**63 - 1
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 READ_ONLY_NAMES = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO"})
 """Variables bash refuses to be given: where ``/bin/sh`` is bash, setting one would stop the
 job before its script (``hooks.schedulers.files.WRAPPER``)."""
-FILE_NAME = re.compile(r"[-._a-zA-Z0-9+@=]+")
-"""The characters of a component of an input file's path: a name every shell, submit
-description and file transfer list takes as it is (no space, comma, quote or ``$``)."""
 CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 """The form of a key of a Secret's or ConfigMap's data."""
-RESERVED_FILES = frozenset({"script", "submit.sub", "submit.out", "submit.err",
-                            "condor_submit.err", "job.log", "jobid", "jobid.tmp", "refused",
-                            "ended", "ended.tmp"})
-"""The hooks' own files at the top of an attempt's directory (see ``reserved_file``)."""
-TASK_OUTPUT = re.compile(r"[0-9].*\.(out|err)")
-DNS_SUBDOMAIN = re.compile(
-    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-"""The form of a Kubernetes object's name (a BatchJob's, a Secret's)."""
-
-
-class SpecError(ValueError):
-    """The spec breaks a rule; the message is one readable sentence for ``status.message``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +108,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         logs_follow=flag(logs.get("follow", False), "spec.logs.follow"),
         backoff_limit=whole_number(spec.get("backoffLimit", 0), "spec.backoffLimit", minimum=0),
         env=_env(spec.get("env")),
-        inputs=_inputs(spec.get("inputs")),
+        inputs=_inputs(spec.get("inputs"), rules[backend].writes_file),
         suspend=flag(spec.get("suspend", False), "spec.suspend"),
         active_deadline_seconds=None if deadline is None else whole_number(
             deadline, "spec.activeDeadlineSeconds", minimum=1, maximum=INT64),
@@ -169,146 +141,6 @@ def _essence(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(_essence(v) for v in value)
     return value
-
-
-def mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise SpecError(f"{where} must be an object.")
-    return value
-
-
-def whole_number(value: object, where: str, *, minimum: int, maximum: int = INT32) -> int:
-    """A whole number in range; without a maximum of its own, one that fits Kubernetes' int32
-    (a number too long to print must never reach a message or a command)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where} must be a whole number, not {shown(value)}.")
-    if value < minimum or value > maximum:
-        upper = f" and at most {maximum}" if maximum != INT32 or value > maximum else ""
-        raise SpecError(f"{where} must be at least {minimum}{upper}, not {shown(value)}.")
-    return value
-
-
-def _optional_number(value: object, where: str, *, minimum: int) -> int | None:
-    return None if value is None else whole_number(value, where, minimum=minimum)
-
-
-def flag(value: object, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise SpecError(f"{where} must be true or false, not {shown(value)}.")
-    return value
-
-
-def line(value: object, where: str) -> str | None:
-    """An optional single-line string."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or has_control(value):
-        raise SpecError(f"{where} must be a non-empty single-line string without control "
-                        "characters.")
-    return value
-
-
-def cluster_ref(raw: object, where: str) -> ClusterRef:
-    """The route to a login node as ``spec.cluster`` writes it (and ``status.cluster`` keeps
-    it)."""
-    cluster = mapping(raw, where)
-    host = _host(cluster.get("host"), f"{where}.host")
-    secret_name = _secret_name(cluster.get("secretRef"), f"{where}.secretRef")
-    if secret_name is None:
-        raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
-    jump = cluster.get("jump") or []
-    if not isinstance(jump, list) or len(jump) > MAX_JUMPS:
-        raise SpecError(f"{where}.jump must be a list of at most {MAX_JUMPS} jump hosts.")
-    return ClusterRef(
-        host=host,
-        port=_port(cluster.get("port", 22), f"{where}.port"),
-        secret_name=secret_name,
-        insecure_skip_host_key_check=flag(
-            cluster.get("insecureSkipHostKeyCheck", False), f"{where}.insecureSkipHostKeyCheck"
-        ),
-        jump=tuple(_hop(mapping(raw, f"{where}.jump[{i}]"), f"{where}.jump[{i}]",
-                        secret_name) for i, raw in enumerate(jump)),
-        work_dir=work_dir(cluster.get("workDir"), f"{where}.workDir"),
-    )
-
-
-def _hop(raw: Mapping[str, Any], where: str, cluster_secret: str) -> Hop:
-    ref = raw.get("secretRef")
-    secret_name = None if ref is None else _secret_name(ref, f"{where}.secretRef")
-    if ref is not None and secret_name is None:
-        raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
-    return Hop(
-        host=_host(raw.get("host"), f"{where}.host"),
-        port=_port(raw.get("port", 22), f"{where}.port"),
-        secret_name=secret_name or cluster_secret,
-        insecure_skip_host_key_check=flag(raw.get("insecureSkipHostKeyCheck", False),
-                                          f"{where}.insecureSkipHostKeyCheck"),
-    )
-
-
-def valid_host(host: object) -> bool:
-    """Whether ``host`` is a plausible SSH host name (or address)."""
-    return (isinstance(host, str) and 0 < len(host) <= 253 and not has_control(host)
-            and not any(c.isspace() or c in ",/@" for c in host)
-            and all(0 < len(label) < 64 for label in host.removesuffix(".").split(".")))
-
-
-def _host(host: object, where: str) -> str:
-    if not valid_host(host):
-        raise SpecError(f"{where} must be an SSH host name.")
-    assert isinstance(host, str)
-    return host
-
-
-def _port(value: object, where: str) -> int:
-    return whole_number(value, where, minimum=1, maximum=65535)
-
-
-def _secret_name(ref: object, where: str) -> str | None:
-    name = mapping(ref, where).get("name")
-    return name if isinstance(name, str) and DNS_SUBDOMAIN.fullmatch(name) else None
-
-
-def work_dir(value: object, where: str) -> str:
-    """``spec.cluster.workDir``: absolute, or relative to the home directory (``~/`` allowed),
-    without ``..`` or empty components; the default ``~/.hpcbridge``."""
-    if value is None:
-        return DEFAULT_WORK_DIR
-    if not isinstance(value, str) or value in ("~", "~/", "/") or len(value) > MAX_PATH:
-        raise SpecError(f"{where} must be a directory path of at most {MAX_PATH} characters "
-                        "other than / and ~.")
-    path = value.removeprefix("~/").rstrip("/") if value != "/" else value
-    rooted = value.startswith("/")  # "~//x" is an empty component under ~/, not /x
-    parts = (path[1:] if rooted else path).split("/")
-    if (has_control(path) or any(part in ("", ".", "..") or part.startswith("~")
-                                 for part in parts)
-            or any(c in path for c in "$`\\")):
-        raise SpecError(f"{where} must be an absolute path or one relative to the home "
-                        "directory (~/), without '.', '..', empty or '~user' components, "
-                        "control characters, '$', '`' or '\\' (it is taken as it is, never "
-                        "expanded).")
-    return path
-
-
-def relative_path(value: object, where: str) -> str:
-    """A path inside the job's directory: relative, its components names of letters, digits
-    and ``-._+@=``, none of them '.' or '..'."""
-    if (not isinstance(value, str) or not value or len(value) > MAX_PATH
-            or any(part in (".", "..") or not FILE_NAME.fullmatch(part)
-                   for part in value.split("/"))):
-        raise SpecError(f"{where} must be a relative path inside the job's directory: "
-                        "components of letters, digits and -._+@=, none of them '.' or "
-                        f"'..', not {shown(value)}.")
-    return value
-
-
-def reserved_file(path: str) -> bool:
-    """Whether a file at ``path`` (relative to the attempt's directory) would take the place
-    of one of the hooks' or the scheduler's own: the script, guard and answer files, the
-    env file and wrapper, the task outputs."""
-    top = path.partition("/")[0]
-    return (top in RESERVED_FILES or top.startswith((".", "hpcbridge", "takeover."))
-            or TASK_OUTPUT.fullmatch(top) is not None)
 
 
 def _env(raw: object) -> tuple[EnvVar, ...]:
@@ -361,7 +193,7 @@ def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
     return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
 
 
-def _inputs(raw: object) -> tuple[Input, ...]:
+def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[Input, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
@@ -386,14 +218,14 @@ def _inputs(raw: object) -> tuple[Input, ...]:
         items = _items(entry.get("items"), f"{where}.items")
         for _, file in items:
             target = f"{folder}/{file}" if folder else file
-            if reserved_file(target):
+            if reserved_file(target, writes_file):
                 raise SpecError(f"{where}.items: {shown(target)} is a name the hooks use in "
                                 "the job's directory; choose another path.")
             if target in files:
                 raise SpecError(f"{where}.items: {shown(target)} is written by "
                                 f"{files[target]} too.")
             files[target] = where
-        if folder and reserved_file(folder):
+        if folder and reserved_file(folder, writes_file):
             raise SpecError(f"{where}.path: {shown(folder)} is a name the hooks use in the "
                             "job's directory; choose another path.")
         found.append(Input(kind, name, folder, items,
@@ -443,9 +275,9 @@ def _resources(raw: Mapping[str, Any]) -> Resources:
     except ValueError as err:
         raise SpecError(f"spec.resources.memory: {err}.") from err
     return Resources(
-        cpus=_optional_number(raw.get("cpus"), "spec.resources.cpus", minimum=1),
+        cpus=optional_number(raw.get("cpus"), "spec.resources.cpus", minimum=1),
         memory_mib=mib,
-        gpus=_optional_number(raw.get("gpus"), "spec.resources.gpus", minimum=0),
+        gpus=optional_number(raw.get("gpus"), "spec.resources.gpus", minimum=0),
         time_limit_seconds=seconds,
-        nodes=_optional_number(raw.get("nodes"), "spec.resources.nodes", minimum=1),
+        nodes=optional_number(raw.get("nodes"), "spec.resources.nodes", minimum=1),
     )

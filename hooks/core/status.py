@@ -12,18 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hooks.core.fields import INT32, INT64, SpecError
+from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref
 from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
-from hooks.core.spec import DNS_SUBDOMAIN, INT32, INT64, SpecError, cluster_ref
+from hooks.core.scheduler import Rules, SchedulerRules
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable",
                    "Suspended")
 SPEC_HASH = re.compile(r"[0-9a-f]{16}")
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-TASK_ID = re.compile(r"([0-9]{1,20})(?:[_.+][0-9]{1,10}|_\[[0-9,%-]{1,256}\])?")
-"""A task id as the schedulers report one, group 1 its job: SLURM's ``4242``, ``4242_3``,
-``4242+1`` or ``4242_[1-3]``, HTCondor's ``15.3``. Stored ids go to scheduler commands
-(``scontrol hold``, ``scancel``, ``condor_rm``), so nothing else is ever taken: no option
-(``-u``), no list (``1,2``) and no ``jobname=``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +62,9 @@ class Status:
         return replace(self, reachable=True, reachability_reason="", reachability_message="")
 
 
-def from_raw(raw: object) -> Status:
-    """The status as Metacontroller last stored it; unknown or broken fields fall back."""
+def from_raw(raw: object, rules: Rules) -> Status:
+    """The status as Metacontroller last stored it; unknown or broken fields fall back. Job
+    ids are kept only in the form of the stored backend's scheduler (of ``rules``)."""
     if not isinstance(raw, dict):
         return Status()
     reach = condition(raw, "ClusterReachable")
@@ -75,7 +73,7 @@ def from_raw(raw: object) -> Status:
         reason=_enum(Reason, raw.get("reason"), Reason.NONE),
         message=_text(raw.get("message")),
         backend=_text(raw.get("backend")),
-        job_ids=_job_ids(raw.get("jobIDs")),
+        job_ids=_job_ids(raw.get("jobIDs"), rules.get(_text(raw.get("backend")))),
         attempt=_count(raw.get("attempt")),
         attempt_generation=_count(raw.get("attemptGeneration")),
         retries=_count(raw.get("retries")),
@@ -205,7 +203,7 @@ def condition(raw: object, kind: str) -> Mapping[str, Any]:
 
 def _cluster(raw: object) -> ClusterRef | None:
     """Where the attempt was submitted, if the stored status says so in a form the spec takes
-    (``hooks.core.spec.cluster_ref``): anything else is no cluster."""
+    (``hooks.core.layout.cluster_ref``): anything else is no cluster."""
     try:
         return cluster_ref(raw, "status.cluster")
     except SpecError:
@@ -230,13 +228,15 @@ def _login_raw(host: str, port: int, secret: str, insecure: bool) -> dict[str, A
             "insecureSkipHostKeyCheck": insecure}
 
 
-def _job_ids(value: object) -> tuple[str, ...]:
-    """The stored task ids of the attempt, if they are all of one job and of a scheduler's
+def _job_ids(value: object, scheduler: SchedulerRules | None) -> tuple[str, ...]:
+    """The stored task ids of the attempt, if they are all of one job and of its scheduler's
     form; else none (a sync then submits the attempt again, and its guard answers the job id
     it recorded)."""
+    if scheduler is None:
+        return ()
     ids = [i if isinstance(i, str) else str(i) if 0 <= i < 10**20 else "" for i in _list(value)
            if isinstance(i, (str, int)) and not isinstance(i, bool)]
-    found = [TASK_ID.fullmatch(i) for i in ids]
+    found = [scheduler.task_id_pattern.fullmatch(i) for i in ids]
     if not all(found) or len({m.group(1) for m in found if m}) > 1:
         return ()
     return tuple(ids)

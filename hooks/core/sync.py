@@ -155,7 +155,8 @@ def _job(at: Round, spec: Spec) -> JobRequest | Answer:
     objects they come from cannot be read."""
     call = at.call
     resolved = payload.resolve(spec, namespace=call.namespace, secrets=call.secrets,
-                               config_maps=call.config_maps)
+                               config_maps=call.config_maps,
+                               writes_file=call.rules[at.where.backend].writes_file)
     if isinstance(resolved, payload.Unresolved):
         if resolved.reason is Reason.INVALID_SPEC:
             return answer.build(call, lifecycle.invalid_spec(at.prev, resolved.message,

@@ -1,4 +1,4 @@
-"""Parsers for the small grammars in a BatchJob spec: time limits, memory quantities, arrays."""
+"""Parsers for the small grammars of ``spec.resources``: time limits and memory quantities."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ _QUANTITY = re.compile(
 )
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
-MAX_ARRAY_TASKS = 100_000
 
 
 def parse_time_limit(text: str) -> int:
@@ -31,18 +29,6 @@ def parse_time_limit(text: str) -> int:
     if total <= 0:
         raise ValueError(f"{text!r} must be longer than zero")
     return total
-
-
-def slurm_time(seconds: int) -> str:
-    """SLURM's ``days-hours:minutes:seconds`` form of a limit.
-
-    >>> slurm_time(5400)
-    '0-01:30:00'
-    """
-    minutes, secs = divmod(seconds, 60)
-    hours, mins = divmod(minutes, 60)
-    days, hrs = divmod(hours, 24)
-    return f"{days}-{hrs:02d}:{mins:02d}:{secs:02d}"
 
 
 def parse_memory_mib(value: object) -> int:
@@ -80,28 +66,3 @@ def parse_memory_mib(value: object) -> int:
         hint = f" (did you mean {text}Mi?)" if not suffix else ""
         raise ValueError(f"{text!r} is below 1Mi{' of bytes' if not suffix else ''}{hint}")
     return mib
-
-
-def parse_array(text: str) -> tuple[int, ...]:
-    """The task indices of a SLURM ``--array`` value (``0-3``, ``1,3,5-9:2``, ``0-99%10``).
-
-    >>> parse_array("1,3,5-9:2%2")
-    (1, 3, 5, 7, 9)
-    """
-    body, percent, throttle = text.partition("%")
-    if percent and not throttle.isdigit():
-        raise ValueError(f"{text!r}: the part after % must be a number of concurrent tasks")
-    tasks: set[int] = set()
-    for item in body.split(","):
-        match = _ARRAY_ITEM.match(item)
-        if match is None:
-            raise ValueError(f"{text!r} is not an array like 0-3, 1,5,7 or 0-15:4")
-        first, last, step = match.groups()
-        start, stop = int(first), int(last) if last else int(first)
-        stride = int(step) if step else 1
-        if stop < start or stride <= 0:
-            raise ValueError(f"{text!r}: range {item!r} is empty")
-        if (stop - start) // stride + len(tasks) >= MAX_ARRAY_TASKS:
-            raise ValueError(f"{text!r} has more than {MAX_ARRAY_TASKS} tasks")
-        tasks.update(range(start, stop + 1, stride))
-    return tuple(sorted(tasks))

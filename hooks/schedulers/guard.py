@@ -28,6 +28,18 @@ from hooks.schedulers.files import ENV_FILE
 from hooks.ssh.client import Completed, Remote
 
 RESOLVE = 'case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac'
+FILES = frozenset({"script", "submit.out", "submit.err", "jobid", "jobid.tmp", "refused"})
+"""The files a guarded submission writes at the top of the attempt directory, besides
+``.guard`` and ``takeover.N`` (see ``writes_file``)."""
+
+
+def writes_file(name: str) -> bool:
+    """Whether the guard writes a file of this name at the top of an attempt's directory.
+
+    >>> [writes_file(n) for n in ("jobid", "takeover.2", "takeover", "data")]
+    [True, True, False, False]
+    """
+    return name in FILES or name.startswith(("takeover.", "."))
 """Shell: the remote directory ``$1`` as a path: absolute, or relative to the home directory
 (``spec.cluster.workDir``)."""
 PROGRAM = r"""

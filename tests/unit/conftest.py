@@ -23,10 +23,11 @@ from hooks.core.model import JobRequest
 from hooks.core.request import Call, Policy, parse_call
 from hooks.core.spec import parse_spec
 from hooks.deadline import Deadline
-from hooks.metrics import verb
+from hooks.metrics import Metrics, verb
 from hooks.runtime import Runtime
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import Registry
+from hooks.schedulers.shell import ShellTransport
 from hooks.settings import Settings
 from hooks.ssh.client import Completed, Target
 
@@ -134,8 +135,10 @@ def runtime(
     now: datetime.datetime = NOW, **settings: Any,
 ) -> Runtime:
     """A runtime with the product's settings (``log_image`` fixed) and a stand-in pool."""
-    return Runtime.build(Settings(**{"log_image": IMAGE, **settings}),
-                         schedulers=schedulers, clock=lambda: now, pool=pool or FakePool())
+    config = Settings(**{"log_image": IMAGE, **settings})
+    shell = ShellTransport(config, Metrics(), pool=pool or FakePool())
+    return Runtime.build(config, schedulers=schedulers, clock=lambda: now,
+                         transports={ShellTransport: shell})
 
 
 # --- ssh-keygen ----------------------------------------------------------------------------------

@@ -24,13 +24,14 @@ from hooks.core.model import (
 )
 from hooks.deadline import Deadline
 from hooks.executor import Executor
+from hooks.schedulers.shell import OverSSH
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote
 from tests.unit.conftest import NOW, UID, FakeConnection, FakePool, completed, runtime
 from tests.unit.site_requests import HOST_KEY
 
 
-class RecordingSlurm(SlurmRules):
+class RecordingSlurm(SlurmRules, OverSSH):
     """SLURM's pure rules with a cluster played by the test: each remote call is recorded
     (``asked``), jobs get ids from 500 on, and ``tasks`` says what the queue shows."""
 
@@ -142,7 +143,7 @@ def test_deleting_a_running_batchjob_cancels_then_cleans_up() -> None:
 
 
 def failed_by_node(retries: int) -> dict[str, Any]:
-    return {"phase": "Running", "jobIDs": ["500"], "attempt": 1 + retries,
+    return {"phase": "Running", "backend": "slurm", "jobIDs": ["500"], "attempt": 1 + retries,
             "attemptGeneration": 1, "retries": retries, "submitTime": "2026-11-22T09:00:00Z"}
 
 
@@ -249,7 +250,7 @@ def test_the_end_of_a_followed_attempt_is_written_for_its_log_pod() -> None:
 
 def test_writing_the_end_may_fail_without_changing_the_answer() -> None:
     slurm = RecordingSlurm()
-    body = request(status={"phase": "Running", "jobIDs": ["500"], "attempt": 1,
+    body = request(status={"phase": "Running", "backend": "slurm", "jobIDs": ["500"], "attempt": 1,
                            "attemptGeneration": 1, "submitTime": "2026-11-22T09:00:00Z"})
     body["parent"]["spec"]["logs"] = {"follow": True}
     broken = FakeConnection({"hpcbridge-mark-ended": [completed(status=1)]})

@@ -24,6 +24,7 @@ from hooks.core.model import (
 )
 from hooks.deadline import Deadline
 from hooks.executor import Executor
+from hooks.schedulers.shell import OverSSH
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote, Target
 from tests.unit import test_executor
@@ -33,7 +34,7 @@ from tests.unit.site_requests import LOGIN, config_map, login_secret, request, s
 SECRET_VALUE = "executor-secret-value"
 
 
-class RecordingSlurm(SlurmRules):
+class RecordingSlurm(SlurmRules, OverSSH):
     """SLURM's pure rules with a cluster played by the test: every remote call is recorded,
     jobs get ids from 500 on, ``tasks`` is what the queue shows, ``failing`` names the calls
     whose scheduler does not answer."""

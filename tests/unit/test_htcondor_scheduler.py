@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from hooks.core import aggregate
+from hooks.core.fields import SpecError
 from hooks.core.model import (
     JobRef,
     JobRequest,
@@ -30,7 +31,6 @@ from hooks.core.model import (
     SubmitAnswer,
     TaskState,
 )
-from hooks.core.spec import SpecError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.htcondor import SCHEDULER
 from hooks.schedulers.htcondor.commands import (

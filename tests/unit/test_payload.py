@@ -12,6 +12,7 @@ import pytest
 
 from hooks.core.model import InputFile, JobRequest, Reason
 from hooks.core.payload import MAX_FILES, MAX_PAYLOAD, Payload, Unresolved, resolve
+from hooks.schedulers import REGISTRY
 from tests.unit.conftest import UID, raw_spec, spec_of
 from tests.unit.site_requests import b64, config_map, secret
 
@@ -24,7 +25,7 @@ def resolved(
 ) -> Payload | Unresolved:
     spec = spec_of(raw_spec(env=env, inputs=inputs))
     return resolve(spec, namespace="research", secrets=secrets or {},
-                   config_maps=config_maps or {})
+                   config_maps=config_maps or {}, writes_file=REGISTRY["slurm"].writes_file)
 
 
 def payload(**kw: Any) -> Payload:

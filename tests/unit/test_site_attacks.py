@@ -14,6 +14,8 @@ import pytest
 from hooks.core import response, status, sync
 from hooks.core.children import LAST_APPLIED, carried_over, log_pod
 from hooks.core.effects import Cancel, Hold, Query, Release, Submit
+from hooks.core.fields import SpecError
+from hooks.core.layout import work_dir
 from hooks.core.model import (
     ClusterRef,
     JobRequest,
@@ -25,7 +27,7 @@ from hooks.core.model import (
     TaskState,
 )
 from hooks.core.payload import Unresolved, resolve
-from hooks.core.spec import SpecError, parse_spec, work_dir
+from hooks.core.spec import parse_spec
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import NOW, UID, call
 from tests.unit.site_requests import LOGIN, T0, config_map, drive, request
@@ -46,21 +48,34 @@ def stored(backend: str = "slurm", **fields: Any) -> dict[str, Any]:
 # --- stored job ids ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["slurm", "htcondor"])
 @pytest.mark.parametrize("ids", [
     ["-u", "hpcuser"], ["--user=hpcuser"], ["-all"], ["jobname=hpcb-x-1"], ["1,2"],
     ["4242", "4343"], ["15.0", "16.0"], ["abc"], ["4242_--x"], ["4242 4343"], [""],
     ["1" * 21],
 ], ids=repr)
 def test_stored_job_ids_of_no_scheduler_form_or_of_two_jobs_are_dropped(
-        ids: list[str]) -> None:
-    assert status.from_raw({"jobIDs": ids}).job_ids == ()
+        ids: list[str], backend: str) -> None:
+    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
 
 
-@pytest.mark.parametrize("ids", [
-    ["4242"], ["4242_0", "4242_1"], ["4242+0", "4242+1"], ["4242_[3-5%2]"], ["15.0", "15.1"],
+@pytest.mark.parametrize(("backend", "ids"), [
+    ("slurm", ["4242"]), ("slurm", ["4242_0", "4242_1"]), ("slurm", ["4242+0", "4242+1"]),
+    ("slurm", ["4242_[3-5%2]"]), ("htcondor", ["15.0", "15.1"]), ("htcondor", ["15"]),
 ], ids=repr)
-def test_stored_job_ids_of_one_job_are_kept(ids: list[str]) -> None:
-    assert status.from_raw({"jobIDs": ids}).job_ids == tuple(ids)
+def test_stored_job_ids_of_one_job_are_kept(backend: str, ids: list[str]) -> None:
+    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == tuple(ids)
+
+
+@pytest.mark.parametrize(("backend", "ids"), [
+    ("slurm", ["15.0"]), ("htcondor", ["4242_0"]), ("htcondor", ["4242+1"]),
+    ("pbs", ["4242"]), ("", ["4242"]),
+], ids=repr)
+def test_stored_job_ids_are_kept_only_in_the_form_of_the_stored_backend(
+        backend: str, ids: list[str]) -> None:
+    """Each scheduler says which task ids are its own; a backend no scheduler answers to has
+    none."""
+    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
 
 
 def test_an_option_as_a_stored_job_id_reaches_no_command() -> None:
@@ -139,7 +154,8 @@ def test_many_deep_input_paths_cost_neither_memory_nor_time() -> None:
     tracemalloc.start()
     try:
         found = resolve(spec, namespace="research", secrets={},
-                        config_maps={"c": config_map(k="v")})
+                        config_maps={"c": config_map(k="v")},
+                        writes_file=REGISTRY["slurm"].writes_file)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -157,7 +173,7 @@ def test_a_file_inside_another_file_is_refused_at_any_depth(first: str, second: 
                                    "items": [{"key": "k", "path": first},
                                              {"key": "k", "path": second}]}]}, REGISTRY)
     found = resolve(spec, namespace="research", secrets={},
-                    config_maps={"c": config_map(k="v")})
+                    config_maps={"c": config_map(k="v")}, writes_file=REGISTRY["slurm"].writes_file)
     if second.startswith(first + "/") or first.startswith(second + "/"):
         assert isinstance(found, Unresolved), found
         assert f"{second!r} is written by another input too" in found.message
@@ -190,4 +206,4 @@ def test_an_empty_component_after_the_home_is_refused() -> None:
     with pytest.raises(SpecError):
         work_dir("~//x", "spec.cluster.workDir")
     assert work_dir("~/x", "spec.cluster.workDir") == "x"
-    assert status.from_raw({"cluster": {**ATTEMPT, "workDir": "~//x"}}).cluster is None
+    assert status.from_raw({"cluster": {**ATTEMPT, "workDir": "~//x"}}, REGISTRY).cluster is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from hooks.core.fields import SpecError
 from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
-from hooks.core.spec import SpecError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
 from hooks.schedulers.slurm.commands import sbatch_argv

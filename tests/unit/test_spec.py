@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks.core import units
-from hooks.core.spec import MAX_SCRIPT_BYTES, SpecError, parse, parse_placement
+from hooks.core.fields import SpecError
+from hooks.core.spec import MAX_SCRIPT_BYTES, parse, parse_placement
 from hooks.schedulers import REGISTRY
+from hooks.schedulers.slurm import forms
 from tests.unit.conftest import spec_of as parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -262,7 +263,7 @@ def test_script_is_kept_byte_for_byte() -> None:
 )
 def test_time_limit(text: str, seconds: int) -> None:
     assert parse_spec(spec(resources={"timeLimit": text})).resources.time_limit_seconds == seconds
-    assert units.slurm_time(seconds).count(":") == 2
+    assert forms.slurm_time(seconds).count(":") == 2
 
 
 @pytest.mark.parametrize(
@@ -294,7 +295,7 @@ def test_bad_time_limit(text: object) -> None:
     ],
 )
 def test_slurm_time(seconds: int, slurm: str) -> None:
-    assert units.slurm_time(seconds) == slurm
+    assert forms.slurm_time(seconds) == slurm
 
 
 @pytest.mark.parametrize(
@@ -385,6 +386,20 @@ def test_bad_array(array: object) -> None:
 
 def test_array_with_empty_throttle() -> None:
     refused(spec(slurm={"array": "0-3%"}))
+
+
+@pytest.mark.parametrize("array", [
+    pytest.param("1" * 5000, id="one"),
+    pytest.param("0-" + "9" * 5000, id="range-end"),
+    pytest.param("0-9:" + "1" * 5000, id="step"),
+    pytest.param("0-3%" + "1" * 5000, id="throttle"),
+    pytest.param("\u0661", id="arabic-indic-digit"),
+])
+def test_array_with_a_number_no_index_has_is_one_clear_sentence(array: str) -> None:
+    message = refused(spec(slurm={"array": array}))
+    one_sentence_naming(message, "spec.slurm.array")
+    assert "int_max_str_digits" not in message and "limit" not in message
+    assert len(message) < 200
 
 
 @pytest.mark.parametrize(

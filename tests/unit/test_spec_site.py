@@ -14,18 +14,10 @@ from typing import Any
 
 import pytest
 
+from hooks.core.fields import SpecError
+from hooks.core.layout import MAX_JUMPS, relative_path, reserved_file
 from hooks.core.model import DEFAULT_WORK_DIR, ClusterRef, EnvVar, Hop, Input, ObjectKey
-from hooks.core.spec import (
-    MAX_ENV,
-    MAX_INPUTS,
-    MAX_JUMPS,
-    SpecError,
-    _essence,
-    digest,
-    parse,
-    relative_path,
-    reserved_file,
-)
+from hooks.core.spec import MAX_ENV, MAX_INPUTS, _essence, digest, parse
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import raw_spec, spec_of
 from tests.unit.test_spec import one_sentence_naming
@@ -386,7 +378,16 @@ def test_two_inputs_writing_one_file_are_both_named() -> None:
     ],
 )
 def test_reserved_file(path: str, reserved: bool) -> None:
-    assert reserved_file(path) is reserved
+    """Reserved by one of the product's schedulers, or by the hooks for all of them."""
+    assert any(reserved_file(path, s.writes_file) for s in REGISTRY.values()) is reserved
+
+
+@pytest.mark.parametrize("path", ["submit.sub", "condor_submit.err", "job.log"])
+def test_a_scheduler_reserves_only_the_files_it_writes(path: str) -> None:
+    assert reserved_file(path, REGISTRY["htcondor"].writes_file)
+    assert not reserved_file(path, REGISTRY["slurm"].writes_file)
+    assert parse(raw_spec("slurm", inputs=[{"configMap": {"name": "c"}, "items": [
+        {"key": "k", "path": path}]}]), REGISTRY).spec is not None
 
 
 @pytest.mark.parametrize("path", ["a", "a/b/c", "d.e-f_g", "x+y@z=1", "..a", ".rc/b"])

@@ -15,6 +15,7 @@ import yaml
 
 from hooks.core.model import Phase, Reason
 from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
+from hooks.schedulers import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 T0, T1, T2 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z", "2026-11-22T10:10:00Z"
@@ -214,7 +215,7 @@ def test_broken_previous_conditions_are_stamped_now(previous: object) -> None:
 )
 def test_reading_back_and_rendering_again_is_a_fixed_point(status: Status) -> None:
     stored = render(status, now=T0)
-    again = to_raw(from_raw(stored), previous=stored, now=T2)
+    again = to_raw(from_raw(stored, REGISTRY), previous=stored, now=T2)
     assert again == stored
 
 
@@ -260,13 +261,14 @@ def test_printer_columns_read_rendered_fields() -> None:
                      id="bad-counts"),
         pytest.param({"exitCode": "3"}, Status(), id="exit-code-text"),
         pytest.param({"submitTime": ""}, Status(), id="empty-time"),
-        pytest.param({"jobIDs": ["7_1", 7, None]}, Status(job_ids=("7_1", "7")), id="mixed-ids"),
+        pytest.param({"backend": "slurm", "jobIDs": ["7_1", 7, None]},
+                     Status(backend="slurm", job_ids=("7_1", "7")), id="mixed-ids"),
         pytest.param({"conditions": [{"type": "ClusterReachable", "status": ["True"],
                                       "reason": 7}]}, Status(), id="reachability-not-text"),
     ],
 )
 def test_from_raw_falls_back_on_broken_fields(raw: object, expected: Status) -> None:
-    assert from_raw(raw) == expected
+    assert from_raw(raw, REGISTRY) == expected
 
 
 @pytest.mark.parametrize(
@@ -278,7 +280,7 @@ def test_from_raw_falls_back_on_broken_fields(raw: object, expected: Status) -> 
     ],
 )
 def test_from_raw_falls_back_on_non_list_fields(raw: dict[str, Any]) -> None:
-    assert from_raw(raw).job_ids in ((), ("4242",))
+    assert from_raw(raw, REGISTRY).job_ids in ((), ("4242",))
 
 
 @pytest.mark.parametrize("cluster", [
@@ -291,10 +293,10 @@ def test_from_raw_falls_back_on_non_list_fields(raw: dict[str, Any]) -> None:
 def test_a_stored_cluster_the_hooks_could_not_have_written_is_none(
     cluster: dict[str, Any]
 ) -> None:
-    assert from_raw({"cluster": cluster}).cluster is None
+    assert from_raw({"cluster": cluster}, REGISTRY).cluster is None
 
 
 def test_stored_numbers_out_of_range_are_ignored() -> None:
     stored = from_raw({"attempt": 10**5000, "active": 2**64, "exitCode": -(10**30),
-                       "retries": 3})
+                       "retries": 3}, REGISTRY)
     assert (stored.attempt, stored.active, stored.exit_code, stored.retries) == (0, 0, None, 3)

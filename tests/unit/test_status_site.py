@@ -14,6 +14,7 @@ import pytest
 from hooks.core.model import ClusterRef, Hop, Phase, Reason
 from hooks.core.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
+from hooks.schedulers import REGISTRY
 from tests.unit.conftest import UID
 from tests.unit.test_status import status_schema as crd_status_schema
 from tests.unit.test_status import strict
@@ -70,10 +71,10 @@ def test_every_rendered_key_is_declared_in_the_crd(status: Status) -> None:
 @pytest.mark.parametrize("status", CASES)
 def test_reading_back_and_rendering_again_is_a_fixed_point(status: Status) -> None:
     stored = render(status, now=T0)
-    read = from_raw(stored)
+    read = from_raw(stored, REGISTRY)
     assert (read.cluster, read.spec_hash, read.reason) == (status.cluster, status.spec_hash,
                                                          status.reason)
-    assert to_raw(from_raw(stored), previous=stored, now=T1) == stored
+    assert to_raw(from_raw(stored, REGISTRY), previous=stored, now=T1) == stored
 
 
 def test_the_route_and_work_dir_as_stored() -> None:
@@ -99,7 +100,7 @@ def test_no_jump_and_the_default_work_dir_are_not_written() -> None:
 def test_a_relative_work_dir_round_trips() -> None:
     status = Status(cluster=ClusterRef("h", 22, "s", False, work_dir="jobs/bridge"))
     assert render(status)["cluster"]["workDir"] == "jobs/bridge"
-    assert from_raw(render(status)).cluster == status.cluster
+    assert from_raw(render(status), REGISTRY).cluster == status.cluster
 
 
 def test_a_stored_route_reads_as_the_spec_reads_it() -> None:
@@ -107,7 +108,7 @@ def test_a_stored_route_reads_as_the_spec_reads_it() -> None:
     cluster's, as in spec.cluster."""
     stored = {"host": "h", "port": 22, "secretRef": {"name": "s"},
               "jump": [{"host": "b", "port": 22, "secretRef": {"name": "t"}}, {"host": "c"}]}
-    cluster = from_raw({"cluster": stored}).cluster
+    cluster = from_raw({"cluster": stored}, REGISTRY).cluster
     assert cluster is not None
     assert cluster.jump == (Hop("b", 22, "t", False), Hop("c", 22, "s", False))
 
@@ -138,7 +139,7 @@ def test_a_stored_route_the_hooks_could_not_have_written_is_no_cluster(
     changes: dict[str, Any]
 ) -> None:
     stored = {"host": "h", "port": 22, "secretRef": {"name": "s"}, **changes}
-    assert from_raw({"cluster": stored}).cluster is None
+    assert from_raw({"cluster": stored}, REGISTRY).cluster is None
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,7 @@ def test_a_stored_route_the_hooks_could_not_have_written_is_no_cluster(
     ],
 )
 def test_attempt_spec_hash(stored: object, read: str) -> None:
-    assert from_raw({"attemptSpecHash": stored}).spec_hash == read
+    assert from_raw({"attemptSpecHash": stored}, REGISTRY).spec_hash == read
 
 
 def test_an_empty_spec_hash_is_not_written() -> None:

@@ -27,10 +27,15 @@ from hooks.schedulers.files import (
     shell_environment,
 )
 from hooks.schedulers.htcondor import commands, parse, states
-from hooks.schedulers.htcondor.description import submit_description
+from hooks.schedulers.htcondor.description import USER_LOG, submit_description
 from hooks.schedulers.htcondor.states import CondorRecord
+from hooks.schedulers.shell import OverSSH
 from hooks.ssh.client import Completed, Remote
 
+DESCRIPTION = "submit.sub"
+FILES = frozenset({DESCRIPTION, "condor_submit.err", USER_LOG})
+"""HTCondor's own files at the top of an attempt directory: the submit description,
+condor_submit's errors (``commands.SUBMIT``) and the job's user log."""
 _SUBMITTED_ID = re.compile(r"^(\d+)(?:\.\d+)?$")
 _RM_OK = re.compile(
     r"^(Couldn't find/remove all jobs (in cluster|matching)|All jobs in cluster \d+ have been "
@@ -49,10 +54,13 @@ _HOLDABLE = {"condor_hold": 1, "condor_release": 5}
 is not evicted, which would lose its progress), held ones released."""
 
 
-class HTCondorRemote:
+class HTCondorRemote(OverSSH):
+    def writes_file(self, name: str) -> bool:
+        return name in FILES or super().writes_file(name)
+
     def submit(self, conn: Remote, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
         files = [("script", job.spec.script.encode()),
-                 ("submit.sub", submit_description(job).encode())]
+                 (DESCRIPTION, submit_description(job).encode())]
         if job.environment:
             files += [(ENV_FILE, shell_environment(job.environment)),
                       (WRAPPER, WRAPPER_PROGRAM.encode())]

@@ -11,12 +11,13 @@ either: ``+Attr = value`` and ``MY.Attr = value`` are applied after every comman
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hooks.core.fields import SpecError, mapping, whole_number
 from hooks.core.model import Resources
-from hooks.core.spec import SpecError, mapping, whole_number
 from hooks.core.text import has_control, shown
 
 FIELD = "spec.htcondor.submitOptions"
@@ -108,8 +109,14 @@ class HTCondorOptions:
     submit_options: tuple[tuple[str, str], ...] = ()
 
 
+TASK_ID = re.compile(r"([0-9]{1,20})(?:\.[0-9]{1,10})?")
+"""A proc id as HTCondor reports one, group 1 its cluster: ``15`` or ``15.3``. Stored ids go
+to ``condor_rm``, ``condor_hold`` and ``condor_release``, so nothing else is ever taken."""
+
+
 class HTCondorRules:
     name = "htcondor"
+    task_id_pattern = TASK_ID
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> HTCondorOptions:
         """The ``spec.htcondor`` block. Pure: no I/O."""

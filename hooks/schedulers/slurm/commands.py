@@ -10,9 +10,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from hooks.core import units
 from hooks.core.model import JobRequest
 from hooks.schedulers.files import ENV_FILE
+from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.rules import SlurmOptions
 
 NAME_PREFIX = "hpcb-"
@@ -68,7 +68,7 @@ def sbatch_argv(job: JobRequest) -> list[str]:
         "--cpus-per-task": res.cpus,
         "--mem": f"{res.memory_mib}M" if res.memory_mib else None,
         "--gpus": res.gpus,
-        "--time": units.slurm_time(res.time_limit_seconds) if res.time_limit_seconds else None,
+        "--time": forms.slurm_time(res.time_limit_seconds) if res.time_limit_seconds else None,
         "--nodes": res.nodes,
     }
     argv += [f"{flag}={value}" for flag, value in named.items() if value is not None]

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from hooks.core import units
-from hooks.schedulers.slurm import states
+from hooks.schedulers.slurm import forms, states
 from hooks.schedulers.slurm.states import SlurmRecord
 
 
@@ -48,7 +47,7 @@ def _expand(job_id: str) -> list[str]:
     if not sep:
         return [job_id]
     try:
-        return [f"{base}_{i}" for i in units.parse_array(tasks.rstrip("]"))]
+        return [f"{base}_{i}" for i in forms.parse_array(tasks.rstrip("]"))]
     except ValueError:
         return [job_id]
 

@@ -14,6 +14,7 @@ from hooks.deadline import Deadline
 from hooks.schedulers import guard
 from hooks.schedulers.base import chunks
 from hooks.schedulers.files import ENV_FILE, environment_file, input_files
+from hooks.schedulers.shell import OverSSH
 from hooks.schedulers.slurm import commands, states
 from hooks.schedulers.slurm.commands import NAME_PREFIX, job_name
 from hooks.schedulers.slurm.parse import active, merge, parse_sacct, parse_squeue
@@ -24,7 +25,7 @@ from hooks.ssh.client import Completed, Remote
 _JOB_ID = re.compile(r"^(\d+)$")
 
 
-class SlurmRemote:
+class SlurmRemote(OverSSH):
     def submit(self, conn: Remote, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
         files = [("script", job.spec.script.encode())]
         if job.environment:

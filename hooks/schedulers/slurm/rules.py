@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.core import units
+from hooks.core.fields import SpecError, line
 from hooks.core.model import Resources
-from hooks.core.spec import SpecError, line
 from hooks.core.text import has_control, shown
+from hooks.schedulers.slurm import forms
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
@@ -60,14 +61,21 @@ class SlurmOptions:
     extra_args: tuple[str, ...] = ()
 
 
+TASK_ID = re.compile(r"([0-9]{1,20})(?:[_+][0-9]{1,10}|_\[[0-9,%-]{1,256}\])?")
+"""A task id as SLURM reports one, group 1 its job: ``4242``, ``4242_3``, ``4242+1`` or
+``4242_[1-3]``. Stored ids go to ``scontrol hold`` and ``scancel``, so nothing else is ever
+taken: no option (``-u``), no list (``1,2``) and no ``jobname=``."""
+
+
 class SlurmRules:
     name = "slurm"
+    task_id_pattern = TASK_ID
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> SlurmOptions:
         """The ``spec.slurm`` block. Pure: no I/O."""
         array = line(raw.get("array"), "spec.slurm.array")
         try:
-            tasks = units.parse_array(array) if array else ()
+            tasks = forms.parse_array(array) if array else ()
         except ValueError as err:
             raise SpecError(f"spec.slurm.array: {err}.") from err
         extra = raw.get("extraArgs") or []
