@@ -3,13 +3,16 @@ and how squeue and sacct answers become task states (a fake connection, no SSH).
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
 from hooks.core.spec import SpecError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
-from hooks.schedulers.slurm.commands import sbatch_argv
+from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv
 from hooks.schedulers.slurm.remote import submit_outcome
 from hooks.schedulers.slurm.rules import (
     SBATCH_LONG_WITH_VALUE,
@@ -20,18 +23,47 @@ from hooks.schedulers.slurm.rules import (
     missing_value,
 )
 from hooks.ssh.client import Completed
-from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, recorded
+from tests.unit.conftest import (
+    UID,
+    FakeConnection,
+    completed,
+    deadline,
+    job,
+    recorded,
+    stand_ins,
+)
 from tests.unit.test_spec import one_sentence_naming
 
 
 def test_sbatch_argv_carries_the_attempts_identity() -> None:
     argv = sbatch_argv(job(attempt=3))
-    assert argv[:2] == ["sbatch", "--parsable"]
+    assert argv[:6] == ["sh", "-c", IN_PLACE, "hpcbridge-sbatch", "%j", "--parsable"]
     assert f"--job-name=hpcb-{UID}-3" in argv
     assert "--comment=research/hello" in argv
-    assert "--output=%j.out" in argv
-    assert "--error=%j.err" in argv
     assert argv[-1] == "script"
+
+
+@pytest.mark.parametrize(("directory", "written"), [
+    pytest.param("out-%j", "out-%%j", id="percent"),
+    pytest.param("100%", "100%%", id="trailing-percent"),
+    pytest.param("plain dir", "plain dir", id="plain"),
+])
+@pytest.mark.parametrize(("slurm", "pattern"), [({}, "%j"), ({"array": "0-1"}, "%A_%a")])
+def test_sbatch_writes_output_where_the_directory_is_named_percent_signs_escaped(
+    tmp_path: Path, directory: str, written: str, slurm: dict[str, str], pattern: str,
+) -> None:
+    # sbatch expands "%" in --output/--error, the directory's included: ~/out-%j became
+    # ~/out-281 for job 281 on the real cluster. "%%" is sbatch's "%".
+    attempt = tmp_path / "home" / directory
+    attempt.mkdir(parents=True)
+    env = stand_ins(tmp_path, home=tmp_path / "home", sbatch='printf "%s\\n" "$@"')
+    argv = sbatch_argv(job(slurm=slurm))
+    args = subprocess.run(argv, cwd=attempt, env=env, capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    escaped = str(tmp_path / "home").replace("%", "%%")
+    assert args[:2] == [f"--output={escaped}/{written}/{pattern}.out",
+                        f"--error={escaped}/{written}/{pattern}.err"]
+    assert args[2:] == argv[5:]
 
 
 def test_sbatch_argv_maps_resources_and_options() -> None:
@@ -45,7 +77,6 @@ def test_sbatch_argv_maps_resources_and_options() -> None:
     for expected in (
         "--cpus-per-task=2", "--mem=4096M", "--gpus=1", "--time=1-12:00:00", "--nodes=1",
         "--partition=debug", "--account=research", "--qos=normal", "--array=0-3",
-        "--output=%A_%a.out", "--error=%A_%a.err",
     ):
         assert expected in argv
 
