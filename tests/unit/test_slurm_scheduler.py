@@ -271,6 +271,7 @@ def refused_extra_args(args: list[str]) -> str:
 
 RESERVED_LONG_NAMES = {"job-name", "output", "error", "array", "parsable", "comment", "chdir",
                        "wrap"}
+NOT_A_SUBMISSION = {"wait", "test-only", "help", "usage", "version"}
 VALUE_OPTIONS = sorted(SBATCH_LONG_WITH_VALUE - RESERVED_LONG_NAMES)
 SHORT_VALUE_OPTIONS = sorted(SBATCH_SHORT_WITH_VALUE - set("JoeaD"))
 
@@ -301,9 +302,12 @@ def test_a_short_option_with_its_value_attached_is_allowed(letter: str) -> None:
 @pytest.mark.parametrize(
     "arg",
     [
-        *(f"--{name}" for name in sorted(SBATCH_LONG_WITHOUT_VALUE - RESERVED_LONG_NAMES)),
-        *(f"-{letter}" for letter in sorted(SBATCH_SHORT_FLAGS | SBATCH_SHORT_OPTIONAL_VALUE)),
-        "--exclusive=user", "-koff", "-vH", "--wait", "--requeue", "--exclus", "--hol",
+        *(f"--{name}" for name in sorted(SBATCH_LONG_WITHOUT_VALUE - RESERVED_LONG_NAMES
+                                         - NOT_A_SUBMISSION)),
+        *(f"-{letter}" for letter in sorted(SBATCH_SHORT_FLAGS - set("WhV")
+                                            | SBATCH_SHORT_OPTIONAL_VALUE)),
+        "--exclusive=user", "-koff", "-vH", "--requeue", "--exclus", "--hol", "--wait-all-nodes=1",
+        "--verb",
     ],
 )
 def test_options_without_a_value_stay_allowed(arg: str) -> None:
@@ -343,3 +347,16 @@ def test_the_option_tables_do_not_overlap() -> None:
     assert sum(len(s) for s in shorts) == len(set().union(*shorts))
     assert {"partition", "account", "qos", "time", "mem"} <= SBATCH_LONG_WITH_VALUE
     assert {"exclusive", "hold", "requeue", "wait"} <= SBATCH_LONG_WITHOUT_VALUE
+
+
+@pytest.mark.parametrize(
+    ("arg", "named"),
+    [("--wait", "--wait"), ("--wai", "--wait"), ("-W", "-W"), ("-vW", "-W"),
+     ("--test-only", "--test-only"), ("--test", "--test-only"), ("--help", "--help"),
+     ("-h", "-h"), ("--usage", "--usage"), ("--version", "--version"), ("-V", "-V"),
+     ("-HV", "-V")],
+)
+def test_options_that_make_sbatch_not_submit_are_refused(arg: str, named: str) -> None:
+    # --wait held the submission until the job ended; --test-only submits nothing.
+    message = refused_extra_args([arg])
+    assert f"sets {named}," in message and "instead of submitting" in message
