@@ -360,3 +360,56 @@ def test_options_that_make_sbatch_not_submit_are_refused(arg: str, named: str) -
     # --wait held the submission until the job ended; --test-only submits nothing.
     message = refused_extra_args([arg])
     assert f"sets {named}," in message and "instead of submitting" in message
+
+
+def refused_script(body: str) -> str:
+    with pytest.raises(SpecError) as caught:
+        job(script=f"#!/bin/sh\n{body}")
+    message = str(caught.value)
+    one_sentence_naming(message, "spec.script")
+    return message
+
+
+@pytest.mark.parametrize(
+    ("directive", "named"),
+    [
+        ("--chdir=/elsewhere", "--chdir"), ("--chdir /elsewhere", "--chdir"),
+        ("--ch=/elsewhere", "--chdir"), ("-D/elsewhere", "-D"), ("-D /elsewhere", "-D"),
+        ("-v -D /elsewhere", "-D"), ("-vD /elsewhere", "-D"), ("--array=0-3", "--array"),
+        ("-a 0-3", "-a"), ("--output out.txt", "--output"), ("-J name", "-J"),
+        ("-p debug --error=e", "--error"), ('"--chdir=/a b"', "--chdir"),
+        ("--constraint x\\ y --wrap=id", "--wrap"), ("--wait", "--wait"), ("-W", "-W"),
+        ("--test-only", "--test-only"),
+    ],
+)
+def test_a_directive_setting_a_refused_option_is_refused_naming_its_line(
+    directive: str, named: str
+) -> None:
+    lines = ["# a comment", "", "  # indented", "#SBATCH --time=5", f"#SBATCH {directive}"]
+    message = refused_script("\n".join(lines) + "\n")
+    assert message.startswith(f"spec.script line 6 ({f'#SBATCH {directive}'!r}) sets {named}, ")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("echo\n#SBATCH --chdir=/elsewhere\n", id="after-a-command"),
+        pytest.param("  echo\n#SBATCH --array=0-3\n", id="after-an-indented-command"),
+        pytest.param(" #SBATCH --chdir=/elsewhere\n", id="indented"),
+        pytest.param("#SBATCH --exclusive # --chdir=/elsewhere\n", id="in-a-comment"),
+        pytest.param("#SBATCH --constraint='-J x'\n", id="quoted-value"),
+        pytest.param("#PBS -d /elsewhere\n#BSUB -cwd /elsewhere\n", id="pbs-ignored"),
+        pytest.param("#SBATCH --time=5 -p debug --exclusive\n", id="allowed-options"),
+    ],
+)
+def test_what_sbatch_does_not_read_as_a_refused_directive_is_allowed(body: str) -> None:
+    assert job(script=f"#!/bin/sh\n{body}").spec.script.endswith(body)
+
+
+def test_sbatch_ignores_pbs_and_bsub_directives() -> None:
+    # "#BSUB -cwd /tmp" moved a job to /tmp on the test cluster.
+    assert "--ignore-pbs" in sbatch_argv(job())
+
+
+def test_htcondor_reads_no_directives_from_the_script() -> None:
+    assert job("htcondor", script="#!/bin/sh\n#SBATCH --chdir=/x\n").spec.script

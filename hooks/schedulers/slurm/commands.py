@@ -64,7 +64,8 @@ def sbatch_argv(job: JobRequest) -> list[str]:
     pattern = "%A_%a" if opts.array else "%j"
     argv = [
         "sh", "-c", IN_PLACE, "hpcbridge-sbatch", pattern,
-        "--parsable", f"--job-name={job_name(job.key)}", f"--comment={job.namespace}/{job.name}",
+        "--parsable", "--ignore-pbs", f"--job-name={job_name(job.key)}",
+        f"--comment={job.namespace}/{job.name}",
     ]
     if job.environment:
         argv.append(f"--export-file={ENV_FILE}")

@@ -10,6 +10,7 @@ from hooks.core import units
 from hooks.core.model import Resources
 from hooks.core.spec import SpecError, line
 from hooks.core.text import has_control, shown
+from hooks.schedulers.slurm.directives import directives
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
@@ -87,6 +88,22 @@ class SlurmRules:
             array_tasks=tasks,
             extra_args=tuple(extra),
         )
+
+    def check_script(self, script: str) -> None:
+        """Options in the script's directives are options on the command line too: those
+        refused in ``spec.slurm.extraArgs`` are refused there, in every form (``--chdir=/x``,
+        ``--chdir /x``, ``--ch=/x``, ``-D/x``, ``-vD /x``), even an element sbatch would take
+        as the value of the option before it (``--comment -J``): never meant, and reading it
+        as sbatch might could only miss one.
+
+        >>> SlurmRules().check_script("#!/bin/sh\\n#SBATCH -p debug --ch /x\\n")
+        Traceback (most recent call last):
+        hooks.core.spec.SpecError: spec.script line 2 ('#SBATCH -p debug --ch /x') sets --chdir, ...
+        """
+        for number, text, args in directives(script):
+            for option in filter(None, map(reserved_option, args)):
+                raise SpecError(f"spec.script line {number} ({shown(text)}) sets {option}, "
+                                f"{refusal(option)}; remove it.")
 
     def expected_tasks(self, options: SlurmOptions, job_id: str) -> tuple[str, ...]:
         if options.array_tasks:
