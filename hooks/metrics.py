@@ -38,7 +38,7 @@ from hooks import logformat
 
 HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
-CACHE_RESULTS = ("hit", "miss", "wait", "single")
+CACHE_RESULTS = ("hit", "miss", "wait", "single", "failed")
 SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
 MAX_CLUSTERS = 200
 UNVERIFIED = "unverified"
@@ -133,8 +133,9 @@ class Metrics:
         self._latency[hook].observe(seconds)
 
     def cache_lookup(self, result: str) -> None:
-        """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one) or
-        single (asked for its attempt alone)."""
+        """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one),
+        single (asked for its attempt alone) or failed (answered with a recent refresh's
+        failure)."""
         self._cache[result].inc()
 
     def submission(self, outcome: str) -> None:

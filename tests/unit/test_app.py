@@ -181,7 +181,7 @@ def test_metrics_lists_every_hook_and_cache_series_from_the_start() -> None:
         for outcome in ("ok", "bad_request", "error"):
             assert f'hpcbridge_hook_requests_total{{hook="{hook}",outcome="{outcome}"}}' in page
         assert f'hpcbridge_hook_duration_seconds_count{{hook="{hook}"}}' in page
-    for result in ("hit", "miss", "wait", "single"):
+    for result in ("hit", "miss", "wait", "single", "failed"):
         assert f'hpcbridge_status_cache_total{{result="{result}"}}' in page
 
 
