@@ -22,6 +22,7 @@ from werkzeug.exceptions import HTTPException
 
 from hooks import auth, logformat
 from hooks.core.request import BadHookRequest
+from hooks.core.text import shown
 from hooks.executor import Executor
 from hooks.runtime import Runtime
 from hooks.settings import Settings
@@ -73,9 +74,13 @@ def _executor() -> Executor:
 
 
 def _body() -> Any:
+    if not request.is_json:
+        raise BadHookRequest(
+            f"the request's Content-Type is {shown(request.mimetype)}, not application/json"
+            if request.mimetype else "the request has no Content-Type: application/json header")
     body = request.get_json(silent=True)
     if body is None:
-        raise BadHookRequest("the request body must be JSON")
+        raise BadHookRequest("the request body is not a JSON object")
     g.body = body
     return body
 

@@ -9,13 +9,16 @@ label sets it can create are the ones listed here and nothing else.
 The ``cluster`` label is a BatchJob's host and port, which anyone who can create a BatchJob
 chooses: a cluster gets a label value of its own only once a login to it succeeded, for at
 most ``MAX_CLUSTERS`` clusters at a time; anything else is counted as ``unverified``. A cluster
-whose connections were all closed as idle is forgotten, series and all.
+whose connections were all closed as idle is forgotten, series and all. An address is one label
+however it is written (``cluster_label``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import platform
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -35,10 +38,34 @@ from hooks import __version__, logformat
 
 HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
-CACHE_RESULTS = ("hit", "miss", "wait", "single")
+CACHE_RESULTS = ("hit", "miss", "wait", "single", "failed")
 SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
 MAX_CLUSTERS = 200
 UNVERIFIED = "unverified"
+
+
+def cluster_label(cluster: str) -> str:
+    """``host:port`` with an address written one way: IPv4 in dotted decimal, whichever form
+    the resolver took it in (inet_aton's: ``127.1``, ``127.0.0.01``, ``0x7f.0.0.1`` and
+    ``2130706433`` are ``127.0.0.1``), IPv6 compressed and bracketed (an IPv4-mapped one as its
+    IPv4 address). A host name stays as it is.
+
+    >>> [cluster_label(c) for c in ("127.1:22", "2130706433:22", "127.0.0.01:22", "login:22")]
+    ['127.0.0.1:22', '127.0.0.1:22', '127.0.0.1:22', 'login:22']
+    >>> [cluster_label(c) for c in ("::1:22", "0:0:0:0:0:0:0:1:22", "[::FFFF:7f00:1]:22")]
+    ['[::1]:22', '[::1]:22', '127.0.0.1:22']
+    """
+    host, _, port = cluster.rpartition(":")
+    try:
+        address = ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        try:
+            return f"{socket.inet_ntoa(socket.inet_aton(host))}:{port}"
+        except OSError:
+            return cluster
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return f"{address.ipv4_mapped}:{port}"
+    return f"[{address.compressed}]:{port}" if address.version == 6 else f"{address}:{port}"
 
 
 def verb(argv: Sequence[str]) -> str:
@@ -105,8 +132,9 @@ class Metrics:
         self._latency[hook].observe(seconds)
 
     def cache_lookup(self, result: str) -> None:
-        """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one) or
-        single (asked for its attempt alone)."""
+        """Count one status-cache lookup: hit, miss (led a refresh), wait (joined one),
+        single (asked for its attempt alone) or failed (answered with a recent refresh's
+        failure)."""
         self._cache[result].inc()
 
     def submission(self, outcome: str) -> None:
@@ -114,6 +142,7 @@ class Metrics:
         self._submissions[outcome].inc()
 
     def ssh_connect(self, cluster: str, *, ok: bool) -> None:
+        cluster = cluster_label(cluster)
         if ok:
             self._admit(cluster)
         outcome = "ok" if ok else "failed"
@@ -121,6 +150,7 @@ class Metrics:
 
     def forget_cluster(self, cluster: str) -> None:
         """Drop an admitted cluster's series (its connections were closed as idle)."""
+        cluster = cluster_label(cluster)
         with self._clusters_lock:
             used = self._clusters.pop(cluster, set())
         for labels in used:
@@ -149,7 +179,7 @@ class Metrics:
 
     @contextmanager
     def remote_command(self, cluster: str, argv: Sequence[str]) -> Iterator[None]:
-        name = verb(argv)
+        name, cluster = verb(argv), cluster_label(cluster)
         started = time.perf_counter()
         outcome = "error"
         try:

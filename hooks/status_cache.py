@@ -13,6 +13,11 @@ refresh under way (it arrived after the refresh began) waits for that refresh to
 its attempt alone only if the listing did not show it, rather than wait for a second refresh.
 Attempts not looked up for ``forget`` seconds drop out of the batch.
 
+A refresh that failed (the cluster or its scheduler did not answer) is remembered for ``ttl``
+seconds, and while the next one is under way: lookups that the snapshot cannot answer get its
+error at once, as a failed connect is remembered by the pool, instead of each waiting its full
+command timeout for a controller that is down. One caller a TTL tries again.
+
 The cache opens its connection itself, through the opener the caller hands in (the scheduler's
 transport's), only when it has to ask the cluster: a hit touches no connection, and a refresh
 in the background goes through the transport's handling of broken connections like any other
@@ -71,6 +76,15 @@ class _Entry:
     """The attempts the snapshot's query was asked about; it holds others as listed only."""
     taken_at: float = float("-inf")
     refresh: _Refresh | None = None
+    failure: BaseException | None = None
+    """The error of the last refresh, if it failed; cleared by one that succeeds."""
+    failed_at: float = float("-inf")
+
+    def failed(self, now: float, ttl: float) -> BaseException | None:
+        """The last refresh's error while it stands: for ``ttl`` seconds, and while the
+        refresh that tries again is under way."""
+        recent = now - self.failed_at < ttl or self.refresh is not None
+        return self.failure if recent else None
 
     def answer(self, scheduler: Queried, ref: JobRef) -> Sequence[TaskState] | None:
         """The snapshot's answer for ``ref``, if it has one it can stand behind.
@@ -114,6 +128,10 @@ class StatusCache:
                     threading.Thread(target=self._refresh, daemon=True,
                                      args=(entry, ahead, scheduler, opener, deadline)).start()
                 return answer
+            failure = entry.failed(now, self.ttl)
+            if failure is not None:
+                self._metrics.cache_lookup("failed")
+                raise failure.with_traceback(None)
             refresh = entry.refresh
             leader = refresh is None
             if refresh is None:
@@ -213,8 +231,10 @@ class StatusCache:
         try:
             with opener(deadline) as conn:
                 found = scheduler.query(conn, refs, deadline=deadline)
-        except Exception as err:  # handed to the waiters, who report it
+        except Exception as err:  # handed to the waiters, who report it, and remembered
             refresh.error = err
+            with self._lock:
+                entry.failure, entry.failed_at = err, self.clock()
         else:
             snapshot = dict(found)
             for r in refs:
@@ -223,6 +243,7 @@ class StatusCache:
                 entry.snapshot = snapshot
                 entry.asked = frozenset(r.key for r in refs)
                 entry.taken_at = started
+                entry.failure = None
         finally:
             with self._lock:
                 entry.refresh = None

@@ -211,13 +211,17 @@ def running_not_suspended(new: Status) -> Status:
 
 
 def deadline_exceeded(new: Status, limit: int, job_ids: Sequence[str], *, now: str) -> Status:
-    """``spec.activeDeadlineSeconds`` passed while the attempt was active: it is cancelled."""
+    """``spec.activeDeadlineSeconds`` passed while the attempt was active: its active jobs
+    ``job_ids`` are cancelled, if it has any left."""
+    ended = (f"its job{'s' if len(job_ids) > 1 else ''} {', '.join(job_ids)} "
+             f"{'were' if len(job_ids) > 1 else 'was'} cancelled" if new.active and job_ids
+             else "none of its jobs was left to cancel")
     return replace(
         new,
         phase=Phase.FAILED,
         reason=Reason.DEADLINE_EXCEEDED,
-        message=f"The attempt was active longer than spec.activeDeadlineSeconds ({limit} s) "
-                f"and was cancelled (job {', '.join(job_ids)}).",
+        message=f"The attempt was active longer than spec.activeDeadlineSeconds ({limit} s); "
+                f"{ended}.",
         active=0,
         cancelled=new.cancelled + new.active,
         completion_time=now,

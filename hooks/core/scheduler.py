@@ -26,6 +26,12 @@ class SchedulerRules(Protocol):
         constrains; raises ``hooks.core.fields.SpecError`` naming the field. Pure."""
         ...
 
+    def check_script(self, script: str) -> None:
+        """Refuse what the scheduler would read in the batch script against hpcbridge's own
+        settings (SLURM's ``#SBATCH`` directives); raises ``hooks.core.fields.SpecError``
+        naming the line. Pure."""
+        ...
+
     def expected_tasks(self, options: Any, job_id: str) -> tuple[str, ...]:
         """The task ids a job submitted with ``options`` will show (array tasks, procs)."""
         ...

@@ -98,10 +98,12 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         mapping(spec.get(backend) or {}, f"spec.{backend}"), resources)
     logs = mapping(spec.get("logs") or {}, "spec.logs")
     deadline = spec.get("activeDeadlineSeconds")
+    script = _script(spec.get("script"))
+    rules[backend].check_script(script)
     return Spec(
         backend=backend,
         cluster=placement.cluster,
-        script=_script(spec.get("script")),
+        script=script,
         resources=resources,
         options=options,
         logs_pod=flag(logs.get("pod", True), "spec.logs.pod"),

@@ -16,6 +16,7 @@ from hooks.core.fields import INT32, INT64, SpecError
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref
 from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
 from hooks.core.scheduler import Rules, SchedulerRules
+from hooks.core.text import readable
 
 CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable",
                    "Suspended")
@@ -106,7 +107,7 @@ def to_raw(
     raw: dict[str, Any] = {
         "phase": str(status.phase),
         "reason": str(status.reason),
-        "message": status.message,
+        "message": readable(status.message),
         "backend": status.backend,
         "jobIDs": list(status.job_ids),
         "attempt": status.attempt,
@@ -190,7 +191,8 @@ def _stamp(
 ) -> dict[str, str]:
     unchanged = old is not None and old.get("status") == condition["status"]
     when = _time(old.get("lastTransitionTime")) if unchanged and old is not None else None
-    return {**condition, "lastTransitionTime": when or now}
+    return {**condition, "message": readable(condition["message"]),
+            "lastTransitionTime": when or now}
 
 
 def condition(raw: object, kind: str) -> Mapping[str, Any]:

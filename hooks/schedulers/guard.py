@@ -177,11 +177,12 @@ def cleanup_command(*, root: str, stale_seconds: int) -> list[str]:
 
 ENDED = "ended"
 """The file in an attempt's directory that holds its final phase once the hooks saw it end."""
-MARK_ENDED = (RESOLVE + '; cd -- "$d" && printf "%s\\n" "$2" > ended.tmp && mv -f ended.tmp ended'
-              f' && rm -f {ENV_FILE}')
+MARK_ENDED = (RESOLVE + '; umask 077; cd -- "$d" && printf "%s\\n" "$2" > ended.tmp'
+              f' && mv -f ended.tmp ended && rm -f {ENV_FILE}')
 
 
 def mark_ended_command(*, remote_dir: str, phase: str) -> list[str]:
-    """Write ``phase`` into the attempt directory's ``ended`` file, atomically, and remove the
-    attempt's env file (``hooks.schedulers.files.ENV_FILE``)."""
+    """Write ``phase`` into the attempt directory's ``ended`` file (mode 0600, as every file the
+    guard writes), atomically, and remove the attempt's env file
+    (``hooks.schedulers.files.ENV_FILE``)."""
     return ["sh", "-c", MARK_ENDED, "hpcbridge-mark-ended", remote_dir, phase]

@@ -89,6 +89,10 @@ SCHEDULERS = {
             "abbreviated-output": ["--out=/tmp/x"],
             "wrap": ["--wrap=id"],
             "chdir": ["--chdir=/"],
+            # Not a submission: --wait held the submission until the job ended.
+            "wait": ["--wait"],
+            "test-only": ["--test-only"],
+            "bundled-W": ["-vW"],
             # An option that takes a value, without one: sbatch would take the script's name.
             "bare-p": ["-p"],
             "bare-partition": ["--partition"],

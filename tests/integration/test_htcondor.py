@@ -267,3 +267,19 @@ def test_the_time_limit_still_removes_a_job_with_a_periodic_remove_of_its_own(
                 "HpcbridgePeriodicRemove", "PeriodicRemove")
     assert ad.startswith(f"{theirs} (JobStatus == 2 && time() - JobCurrentStartDate > 15"), ad
     assert ad.strip().endswith("|| MY.HpcbridgePeriodicRemove"), ad
+
+
+@pytest.mark.parametrize("time_limit", [None, "10m"], ids=["alone", "beside-a-time-limit"])
+def test_a_removal_by_the_users_own_periodic_remove_is_no_timeout(
+    driver: Driver, htcondor: Cluster, name: str, time_limit: str | None
+) -> None:
+    # Beside a time limit, RemoveReason quotes the whole expression, the time limit's marker
+    # included: the user's own removal read as Timeout.
+    theirs = "JobStatus == 2 && time() - JobCurrentStartDate > 2"
+    resources = {"timeLimit": time_limit} if time_limit else {}
+    start(driver, htcondor, name, "#!/bin/sh\nsleep 600\n", resources=resources,
+          htcondor={"submitOptions": {"periodic_remove": theirs}})
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed", "Cancelled",
+                                 timeout=300, max_sleep=5)["status"]
+    assert (status["phase"], status["reason"]) == ("Cancelled", "CancelledOnCluster"), status
+    assert "by its own periodic_remove" in status["message"]

@@ -466,8 +466,8 @@ OUTAGE_SECONDS = 60.0
 SYNC_WORKERS = 16
 """Syncs at once: as many as the hook server lets the calls for one cluster run at once
 (HPCBRIDGE_CLUSTER_THREADS), so none of them waits in its queue. While SLURM's controller is
-down every sync waits for a failing squeue (it tries for ~18 s; the remote timeout ends it at
-15 s), so one pass over the 50 BatchJobs takes about a minute."""
+down one sync waits for a failing squeue (it tries for ~18 s; the remote timeout ends it at
+15 s) and the others answer at once with its error until the status TTL has passed."""
 ACTIVE_PHASES = {"PENDING": "Pending", "RUNNING": "Running"}
 
 

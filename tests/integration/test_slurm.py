@@ -313,3 +313,33 @@ def test_a_value_option_left_bare_took_the_script_and_is_refused(
         "message"]
     assert not slurm.remote_root(obj).exists()
     assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == []
+
+
+@pytest.mark.parametrize("directive", ["--chdir=/tmp", "-D /tmp", "--array 0-1", "--wait"])
+def test_a_directive_setting_a_refused_option_is_invalid(
+    driver: Driver, slurm: Cluster, name: str, directive: str
+) -> None:
+    # "#SBATCH --chdir=/elsewhere" moved the output away from the log Pod, and the BatchJob
+    # reported Succeeded.
+    obj = start(driver, slurm, name, f"#!/bin/sh\n\n#SBATCH --time=5\n#SBATCH {directive}\ntrue\n")
+    driver.sync(NAMESPACE, name)
+    status = driver.get(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
+    assert status["message"].startswith(f"spec.script line 4 ('#SBATCH {directive}') sets ")
+    assert not slurm.remote_root(obj).exists()
+    assert jobs_named(f"hpcb-{obj['metadata']['uid']}-1") == []
+
+
+def test_directives_sbatch_does_not_read_leave_the_job_where_it_belongs(
+    driver: Driver, slurm: Cluster, name: str
+) -> None:
+    # sbatch stops reading directives at the first command, and reads #BSUB/#PBS lines unless
+    # told not to: "#BSUB -cwd /tmp" moved a job to /tmp.
+    obj = start(driver, slurm, name,
+                "#!/bin/sh\n#BSUB -cwd /tmp\n#PBS -t 0-1\npwd\n#SBATCH --chdir=/tmp\n")
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    assert len(status["jobIDs"]) == 1
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    attempt = f"{slurm.remote_root(obj)}/attempt-1"
+    assert f"{attempt}\n" in driver.run_pod(pod).stdout

@@ -11,7 +11,9 @@ import base64
 import datetime
 import os
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -196,3 +198,23 @@ def stand_ins(tmp_path: Path, *, home: Path, **programs: str) -> dict[str, str]:
         path.chmod(0o755)
     home.mkdir(exist_ok=True)
     return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}
+
+
+@contextmanager
+def silent_host(first: bytes) -> Iterator[int]:
+    """The port of a listener on 127.0.0.1 that sends ``first`` to the one client it accepts,
+    then says nothing more until the context ends."""
+    held: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def accept() -> None:
+            conn, _ = listener.accept()
+            held.append(conn)
+            conn.sendall(first)
+
+        threading.Thread(target=accept, daemon=True).start()
+        yield listener.getsockname()[1]
+    for conn in held:
+        conn.close()

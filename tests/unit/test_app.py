@@ -127,6 +127,29 @@ def test_malformed_request_is_a_json_400(path: str, data: str, content_type: str
     assert "Traceback" not in answer.get_data(as_text=True)
 
 
+@pytest.mark.parametrize(("content_type", "said"), [
+    (None, "the request has no Content-Type: application/json header"),
+    ("text/plain", "the request's Content-Type is 'text/plain', not application/json"),
+    ("application/x-www-form-urlencoded",
+     "the request's Content-Type is 'application/x-www-form-urlencoded', not application/json"),
+])
+def test_a_json_body_without_the_json_content_type_says_what_is_missing(
+    content_type: str | None, said: str
+) -> None:
+    # It was answered "the request body must be JSON", which it was.
+    headers = {"Content-Type": content_type} if content_type else {}
+    answer = client(NoCluster()).post("/sync", data=json.dumps(load("sync-running")),
+                                      headers=headers)
+    assert (answer.status_code, answer.get_json()["message"]) == (400, said)
+
+
+@pytest.mark.parametrize("data", ["{not json", "", "null"])
+def test_a_body_that_is_no_json_object_is_named_so(data: str) -> None:
+    answer = client(NoCluster()).post("/sync", data=data, content_type="application/json")
+    assert (answer.status_code, answer.get_json()["message"]) == (
+        400, "the request body is not a JSON object")
+
+
 def test_unexpected_error_is_a_json_500_without_details() -> None:
     crash = RuntimeError("password=hunter2 in a crash")
     answer = client(FakePool(error=crash)).post("/sync", json=load("sync-running"))
@@ -158,7 +181,7 @@ def test_metrics_lists_every_hook_and_cache_series_from_the_start() -> None:
         for outcome in ("ok", "bad_request", "error"):
             assert f'hpcbridge_hook_requests_total{{hook="{hook}",outcome="{outcome}"}}' in page
         assert f'hpcbridge_hook_duration_seconds_count{{hook="{hook}"}}' in page
-    for result in ("hit", "miss", "wait", "single"):
+    for result in ("hit", "miss", "wait", "single", "failed"):
         assert f'hpcbridge_status_cache_total{{result="{result}"}}' in page
 
 

@@ -166,6 +166,28 @@ def test_live_ads_map_to_states() -> None:
     assert timeout.end_time == "2026-11-22T06:44:40Z"
 
 
+@pytest.mark.parametrize(("name", "outcome", "reason", "message"), [
+    # Recorded on the 23.9.6 pool: a user's periodic_remove of "run longer than 2 s", alone and
+    # beside a time limit of 600 s, and the time limit of 15 s beside a user's periodic_remove.
+    # RemoveReason quotes the whole expression: beside a time limit, the user's own removal
+    # carried the time limit's marker and read as Timeout.
+    ("own-periodic-remove-history", Outcome.CANCELLED, Reason.CANCELLED_ON_CLUSTER,
+     "The job was removed on the pool by its own periodic_remove (spec.htcondor.submitOptions)"),
+    ("own-periodic-remove-beside-time-limit-history", Outcome.CANCELLED,
+     Reason.CANCELLED_ON_CLUSTER,
+     "The job was removed on the pool by its own periodic_remove (spec.htcondor.submitOptions)"),
+    ("time-limit-beside-own-periodic-remove-history", Outcome.FAILED, Reason.TIMEOUT,
+     "The job ran past its time limit"),
+    ("timelimit-history", Outcome.FAILED, Reason.TIMEOUT, "The job ran past its time limit"),
+])
+def test_a_removal_by_periodic_remove_is_told_apart_from_the_time_limit(
+    name: str, outcome: Outcome, reason: Reason, message: str
+) -> None:
+    [(_, record)] = parse_ads(fixture(f"backend-live-{name}.json"))
+    task = to_task(record)
+    assert (task.outcome, task.reason, task.message) == (outcome, reason, message)
+
+
 def test_the_time_limit_removal_reason_carries_the_marker() -> None:
     [(_, record)] = parse_ads(fixture("backend-live-timelimit-history.json"))
     assert TIME_LIMIT_MARKER in record.remove_reason

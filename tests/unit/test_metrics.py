@@ -98,3 +98,29 @@ def test_at_most_max_clusters_get_a_label_of_their_own() -> None:
         metrics.ssh_connect(f"host-{i}:22", ok=True)
     page = generate_latest(metrics.registry).decode()
     assert page.count("hpcbridge_ssh_connects_total{cluster=\"host-") == MAX_CLUSTERS
+
+
+@pytest.mark.parametrize(("written", "label"), [
+    (["127.0.0.1", "127.1", "127.0.0.01", "2130706433", "0x7f.0.0.1", "0177.0.0.1"],
+     "127.0.0.1:22"),
+    (["::1", "0:0:0:0:0:0:0:1", "0000::0001", "[::1]"], "[::1]:22"),
+    (["::ffff:10.0.0.1", "10.0.1", "167772161"], "10.0.0.1:22"),
+])
+def test_an_address_is_one_cluster_label_however_it_is_written(
+    written: list[str], label: str
+) -> None:
+    # 127.1, 127.0.0.01 and 2130706433 were three clusters.
+    metrics = Metrics()
+    for host in written:
+        metrics.ssh_connect(f"{host}:22", ok=True)
+        with metrics.remote_command(f"{host}:22", ["squeue"]):
+            pass
+    page = generate_latest(metrics.registry).decode()
+    assert page.count("hpcbridge_ssh_connects_total{cluster=") == 1
+    assert metrics.registry.get_sample_value(
+        "hpcbridge_ssh_connects_total", {"cluster": label, "outcome": "ok"}) == len(written)
+    assert metrics.registry.get_sample_value(
+        "hpcbridge_remote_commands_total",
+        {"cluster": label, "verb": "squeue", "outcome": "ok"}) == len(written)
+    metrics.forget_cluster(f"{written[-1]}:22")
+    assert f'cluster="{label}"' not in generate_latest(metrics.registry).decode()

@@ -400,6 +400,7 @@ def test_cleanup_and_the_end_marker_under_an_absolute_work_dir(tmp_path: Path) -
     subprocess.run(guard.mark_ended_command(remote_dir=request.remote_dir, phase="Failed"),
                    env=env, check=True, timeout=30)
     assert (attempt / "ended").read_text() == "Failed\n"
+    assert mode(attempt / "ended") == 0o600  # as every other file of the attempt
     root = str(attempt.parent)
     cleanup = guard.cleanup_command(root=root, stale_seconds=120)
     assert subprocess.run(cleanup, env=env, capture_output=True, check=True,

@@ -3,13 +3,16 @@ and how squeue and sacct answers become task states (a fake connection, no SSH).
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from hooks.core.fields import SpecError
 from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
-from hooks.schedulers.slurm.commands import sbatch_argv
+from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv
 from hooks.schedulers.slurm.remote import submit_outcome
 from hooks.schedulers.slurm.rules import (
     SBATCH_LONG_WITH_VALUE,
@@ -20,18 +23,47 @@ from hooks.schedulers.slurm.rules import (
     missing_value,
 )
 from hooks.ssh.client import Completed
-from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, recorded
+from tests.unit.conftest import (
+    UID,
+    FakeConnection,
+    completed,
+    deadline,
+    job,
+    recorded,
+    stand_ins,
+)
 from tests.unit.test_spec import one_sentence_naming
 
 
 def test_sbatch_argv_carries_the_attempts_identity() -> None:
     argv = sbatch_argv(job(attempt=3))
-    assert argv[:2] == ["sbatch", "--parsable"]
+    assert argv[:6] == ["sh", "-c", IN_PLACE, "hpcbridge-sbatch", "%j", "--parsable"]
     assert f"--job-name=hpcb-{UID}-3" in argv
     assert "--comment=research/hello" in argv
-    assert "--output=%j.out" in argv
-    assert "--error=%j.err" in argv
     assert argv[-1] == "script"
+
+
+@pytest.mark.parametrize(("directory", "written"), [
+    pytest.param("out-%j", "out-%%j", id="percent"),
+    pytest.param("100%", "100%%", id="trailing-percent"),
+    pytest.param("plain dir", "plain dir", id="plain"),
+])
+@pytest.mark.parametrize(("slurm", "pattern"), [({}, "%j"), ({"array": "0-1"}, "%A_%a")])
+def test_sbatch_writes_output_where_the_directory_is_named_percent_signs_escaped(
+    tmp_path: Path, directory: str, written: str, slurm: dict[str, str], pattern: str,
+) -> None:
+    # sbatch expands "%" in --output/--error, the directory's included: ~/out-%j became
+    # ~/out-281 for job 281 on the real cluster. "%%" is sbatch's "%".
+    attempt = tmp_path / "home" / directory
+    attempt.mkdir(parents=True)
+    env = stand_ins(tmp_path, home=tmp_path / "home", sbatch='printf "%s\\n" "$@"')
+    argv = sbatch_argv(job(slurm=slurm))
+    args = subprocess.run(argv, cwd=attempt, env=env, capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    escaped = str(tmp_path / "home").replace("%", "%%")
+    assert args[:2] == [f"--output={escaped}/{written}/{pattern}.out",
+                        f"--error={escaped}/{written}/{pattern}.err"]
+    assert args[2:] == argv[5:]
 
 
 def test_sbatch_argv_maps_resources_and_options() -> None:
@@ -45,7 +77,6 @@ def test_sbatch_argv_maps_resources_and_options() -> None:
     for expected in (
         "--cpus-per-task=2", "--mem=4096M", "--gpus=1", "--time=1-12:00:00", "--nodes=1",
         "--partition=debug", "--account=research", "--qos=normal", "--array=0-3",
-        "--output=%A_%a.out", "--error=%A_%a.err",
     ):
         assert expected in argv
 
@@ -240,6 +271,7 @@ def refused_extra_args(args: list[str]) -> str:
 
 RESERVED_LONG_NAMES = {"job-name", "output", "error", "array", "parsable", "comment", "chdir",
                        "wrap"}
+NOT_A_SUBMISSION = {"wait", "test-only", "help", "usage", "version"}
 VALUE_OPTIONS = sorted(SBATCH_LONG_WITH_VALUE - RESERVED_LONG_NAMES)
 SHORT_VALUE_OPTIONS = sorted(SBATCH_SHORT_WITH_VALUE - set("JoeaD"))
 
@@ -270,9 +302,12 @@ def test_a_short_option_with_its_value_attached_is_allowed(letter: str) -> None:
 @pytest.mark.parametrize(
     "arg",
     [
-        *(f"--{name}" for name in sorted(SBATCH_LONG_WITHOUT_VALUE - RESERVED_LONG_NAMES)),
-        *(f"-{letter}" for letter in sorted(SBATCH_SHORT_FLAGS | SBATCH_SHORT_OPTIONAL_VALUE)),
-        "--exclusive=user", "-koff", "-vH", "--wait", "--requeue", "--exclus", "--hol",
+        *(f"--{name}" for name in sorted(SBATCH_LONG_WITHOUT_VALUE - RESERVED_LONG_NAMES
+                                         - NOT_A_SUBMISSION)),
+        *(f"-{letter}" for letter in sorted(SBATCH_SHORT_FLAGS - set("WhV")
+                                            | SBATCH_SHORT_OPTIONAL_VALUE)),
+        "--exclusive=user", "-koff", "-vH", "--requeue", "--exclus", "--hol", "--wait-all-nodes=1",
+        "--verb",
     ],
 )
 def test_options_without_a_value_stay_allowed(arg: str) -> None:
@@ -312,3 +347,69 @@ def test_the_option_tables_do_not_overlap() -> None:
     assert sum(len(s) for s in shorts) == len(set().union(*shorts))
     assert {"partition", "account", "qos", "time", "mem"} <= SBATCH_LONG_WITH_VALUE
     assert {"exclusive", "hold", "requeue", "wait"} <= SBATCH_LONG_WITHOUT_VALUE
+
+
+@pytest.mark.parametrize(
+    ("arg", "named"),
+    [("--wait", "--wait"), ("--wai", "--wait"), ("-W", "-W"), ("-vW", "-W"),
+     ("--test-only", "--test-only"), ("--test", "--test-only"), ("--help", "--help"),
+     ("-h", "-h"), ("--usage", "--usage"), ("--version", "--version"), ("-V", "-V"),
+     ("-HV", "-V")],
+)
+def test_options_that_make_sbatch_not_submit_are_refused(arg: str, named: str) -> None:
+    # --wait held the submission until the job ended; --test-only submits nothing.
+    message = refused_extra_args([arg])
+    assert f"sets {named}," in message and "instead of submitting" in message
+
+
+def refused_script(body: str) -> str:
+    with pytest.raises(SpecError) as caught:
+        job(script=f"#!/bin/sh\n{body}")
+    message = str(caught.value)
+    one_sentence_naming(message, "spec.script")
+    return message
+
+
+@pytest.mark.parametrize(
+    ("directive", "named"),
+    [
+        ("--chdir=/elsewhere", "--chdir"), ("--chdir /elsewhere", "--chdir"),
+        ("--ch=/elsewhere", "--chdir"), ("-D/elsewhere", "-D"), ("-D /elsewhere", "-D"),
+        ("-v -D /elsewhere", "-D"), ("-vD /elsewhere", "-D"), ("--array=0-3", "--array"),
+        ("-a 0-3", "-a"), ("--output out.txt", "--output"), ("-J name", "-J"),
+        ("-p debug --error=e", "--error"), ('"--chdir=/a b"', "--chdir"),
+        ("--constraint x\\ y --wrap=id", "--wrap"), ("--wait", "--wait"), ("-W", "-W"),
+        ("--test-only", "--test-only"),
+    ],
+)
+def test_a_directive_setting_a_refused_option_is_refused_naming_its_line(
+    directive: str, named: str
+) -> None:
+    lines = ["# a comment", "", "  # indented", "#SBATCH --time=5", f"#SBATCH {directive}"]
+    message = refused_script("\n".join(lines) + "\n")
+    assert message.startswith(f"spec.script line 6 ({f'#SBATCH {directive}'!r}) sets {named}, ")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("echo\n#SBATCH --chdir=/elsewhere\n", id="after-a-command"),
+        pytest.param("  echo\n#SBATCH --array=0-3\n", id="after-an-indented-command"),
+        pytest.param(" #SBATCH --chdir=/elsewhere\n", id="indented"),
+        pytest.param("#SBATCH --exclusive # --chdir=/elsewhere\n", id="in-a-comment"),
+        pytest.param("#SBATCH --constraint='-J x'\n", id="quoted-value"),
+        pytest.param("#PBS -d /elsewhere\n#BSUB -cwd /elsewhere\n", id="pbs-ignored"),
+        pytest.param("#SBATCH --time=5 -p debug --exclusive\n", id="allowed-options"),
+    ],
+)
+def test_what_sbatch_does_not_read_as_a_refused_directive_is_allowed(body: str) -> None:
+    assert job(script=f"#!/bin/sh\n{body}").spec.script.endswith(body)
+
+
+def test_sbatch_ignores_pbs_and_bsub_directives() -> None:
+    # "#BSUB -cwd /tmp" moved a job to /tmp on the test cluster.
+    assert "--ignore-pbs" in sbatch_argv(job())
+
+
+def test_htcondor_reads_no_directives_from_the_script() -> None:
+    assert job("htcondor", script="#!/bin/sh\n#SBATCH --chdir=/x\n").spec.script

@@ -27,7 +27,7 @@ from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target
 from hooks.ssh.login import Leg, _usable_key, connect, known_host_keys
-from tests.unit.conftest import Keygen, need_ssh_keygen
+from tests.unit.conftest import Keygen, need_ssh_keygen, silent_host
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 
@@ -35,20 +35,8 @@ HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9ok
 @pytest.fixture(params=[pytest.param(b"", id="silent"),
                         pytest.param(b"SSH-2.0-OpenSSH_9.2\r\n", id="banner-then-stall")])
 def blackhole(request: pytest.FixtureRequest) -> Iterator[tuple[int, bytes]]:
-    held: list[socket.socket] = []
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-
-        def accept() -> None:
-            conn, _ = listener.accept()
-            held.append(conn)
-            conn.sendall(request.param)
-
-        threading.Thread(target=accept, daemon=True).start()
-        yield listener.getsockname()[1], request.param
-    for conn in held:
-        conn.close()
+    with silent_host(request.param) as port:
+        yield port, request.param
 
 
 @pytest.mark.parametrize("known", [pytest.param(True, id="known-hosts"),

@@ -233,18 +233,79 @@ def test_forgotten_and_dropped_attempts_leave_the_batch() -> None:
     assert backend.calls[-1] == ["new"]
 
 
-def test_a_failed_refresh_fails_its_waiters_and_the_next_call_retries() -> None:
-    class Failing(CountingBackend):
-        def query(self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
-                  whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
-            super().query(conn, refs, deadline=deadline)
-            if len(self.calls) == 1:
-                raise TimeoutError("squeue hung")
-            return {r.key: [] for r in refs}
+class Failing(CountingBackend):
+    """A backend whose first ``failures`` queries fail; the rest answer."""
 
-    cache, backend = new_cache(ttl=5), Failing(pause=0.1)
+    def __init__(self, failures: int, pause: float = 0.0) -> None:
+        super().__init__(pause)
+        self.failures = failures
+
+    def query(self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+              whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
+        super().query(conn, refs, deadline=deadline)
+        if len(self.calls) <= self.failures:
+            raise TimeoutError("squeue hung")
+        return {r.key: [] for r in refs}
+
+
+def test_a_failed_refresh_fails_its_waiters_and_the_next_call_after_the_ttl_retries() -> None:
+    clock = Clock()
+    cache, backend = new_cache(ttl=5, clock=clock), Failing(1, pause=0.1)
     with pytest.raises(TimeoutError):
         lookup(cache, backend, "a")
+    clock.now += 5
+    assert lookup(cache, backend, "a") == []
+    assert len(backend.calls) == 2
+
+
+def test_a_failed_refresh_answers_the_clusters_lookups_at_once_until_the_ttl() -> None:
+    # During a controller outage every sync waited its full command timeout: the failure of
+    # the shared refresh was not remembered, as a failed connect is.
+    clock = Clock()
+    metrics = Metrics()
+    cache, backend = StatusCache(metrics, ttl=5, clock=clock), Failing(2)
+    with pytest.raises(TimeoutError):
+        lookup(cache, backend, "a")
+    for key in "abcab":
+        clock.now += 0.9
+        with pytest.raises(TimeoutError, match="squeue hung"):
+            lookup(cache, backend, key)
+    assert len(backend.calls) == 1
+    assert metrics.registry.get_sample_value(
+        "hpcbridge_status_cache_total", {"result": "failed"}) == 5
+    with pytest.raises(TimeoutError):
+        lookup(cache, backend, "a", pool="other")  # another cluster's refresh is its own
+    clock.now += 1  # the TTL has passed: one lookup tries again
+    assert lookup(cache, backend, "b") == []
+    assert lookup(cache, backend, "c") == []  # the same refresh answered it
+    assert len(backend.calls) == 3
+
+
+def test_while_a_failed_cluster_is_tried_again_other_lookups_answer_at_once() -> None:
+    clock = Clock()
+    retrying, gate = threading.Event(), threading.Event()
+
+    class Retried(Failing):
+        def query(self, conn: Remote, refs: Sequence[JobRef], *, deadline: Deadline,
+                  whole_queue: bool = True) -> Mapping[str, Sequence[TaskState]]:
+            if self.calls:
+                retrying.set()
+                gate.wait(10)
+            return super().query(conn, refs, deadline=deadline)
+
+    cache, backend = new_cache(ttl=5, clock=clock), Retried(1)
+    with pytest.raises(TimeoutError):
+        lookup(cache, backend, "a")
+    clock.now += 5
+    retry = threading.Thread(target=lookup, args=(cache, backend, "a"))
+    retry.start()
+    assert retrying.wait(10)
+    try:
+        with pytest.raises(TimeoutError, match="squeue hung"):  # not a wait for the retry
+            lookup(cache, backend, "a")
+    finally:
+        gate.set()
+        retry.join()
     assert lookup(cache, backend, "a") == []
 
 

@@ -728,6 +728,22 @@ def test_deadline_exceeded_counts_the_active_tasks_as_cancelled() -> None:
         Phase.FAILED, Reason.DEADLINE_EXCEEDED, 0, 1, 2)
     assert new.completion_time == "2026-11-22T10:05:00Z"
     assert new.finished
+    assert new.message.endswith("(90 s); its job 7 was cancelled.")
+
+
+@pytest.mark.parametrize(("active", "job_ids", "ended"), [
+    (0, [], "none of its jobs was left to cancel."),
+    (0, ["7"], "none of its jobs was left to cancel."),
+    (2, ["7", "8"], "its jobs 7, 8 were cancelled."),
+])
+def test_deadline_exceeded_says_what_was_cancelled(
+    active: int, job_ids: list[str], ended: str
+) -> None:
+    # With nothing to cancel it read "and was cancelled (job )."
+    new = lifecycle.deadline_exceeded(Status(phase=Phase.RUNNING, attempt=1, active=active),
+                                      90, job_ids, now="2026-11-22T10:05:00Z")
+    assert new.message == ("The attempt was active longer than spec.activeDeadlineSeconds "
+                           f"(90 s); {ended}")
 
 
 def test_suspended_before_submission_keeps_the_attempts_cluster() -> None:

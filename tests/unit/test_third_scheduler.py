@@ -16,7 +16,7 @@ from typing import Any
 
 from hooks.app import create_app
 from hooks.core.effects import Access
-from hooks.core.fields import whole_number
+from hooks.core.fields import SpecError, whole_number
 from hooks.core.model import (
     ClusterRef,
     JobRef,
@@ -97,6 +97,10 @@ class Toy:
 
     def writes_file(self, name: str) -> bool:
         return name == "toy.card"
+
+    def check_script(self, script: str) -> None:
+        if "#TOY" in script:
+            raise SpecError("spec.script may not hold #TOY lines: the toy scheduler owns them.")
 
     def submit(self, conn: Queue, job: JobRequest, *, deadline: Deadline) -> SubmitOutcome:
         if job.key in conn.jobs:
@@ -244,4 +248,9 @@ def test_the_third_scheduler_validates_its_own_block_and_reserves_its_own_files(
     mc = Metacontroller(inputs=[{"configMap": {"name": "c"},
                                  "items": [{"key": "k", "path": "toy.card"}]}])
     assert mc.sync()["status"]["reason"] == "InvalidSpec"
+    assert not mc.transport.queue.jobs
+    mc = Metacontroller(script="#!/bin/sh\n#TOY nodes=9\ntrue\n")
+    status = mc.sync()["status"]
+    assert (status["reason"], status["message"]) == (
+        "InvalidSpec", "spec.script may not hold #TOY lines: the toy scheduler owns them.")
     assert not mc.transport.queue.jobs

@@ -30,7 +30,7 @@ from hooks.core.model import JobRequest
 from hooks.schedulers.files import ENV_FILE, WRAPPER, input_tops
 from hooks.schedulers.htcondor.rules import KEY_ATTRIBUTE as KEY_ATTRIBUTE
 from hooks.schedulers.htcondor.rules import PERIODIC_REMOVE, USER_PERIODIC_REMOVE, HTCondorOptions
-from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER
+from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER, USER_PART
 
 OUTPUT = "$(Cluster).$(Process).out"
 ERROR = "$(Cluster).$(Process).err"
@@ -117,7 +117,7 @@ def _removal(time_limit: int | None, theirs: str | None) -> list[str]:
     limit = time_limit_expression(time_limit) if time_limit else None
     if limit is not None and theirs is not None:
         return [f"+{USER_PERIODIC_REMOVE} = {theirs}",
-                f"{PERIODIC_REMOVE} = ({limit}) || MY.{USER_PERIODIC_REMOVE}"]
+                f"{PERIODIC_REMOVE} = ({limit}) || {USER_PART}"]
     if limit is not None or theirs is not None:
         return [f"{PERIODIC_REMOVE} = {limit if limit is not None else theirs}"]
     return []

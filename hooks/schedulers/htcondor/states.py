@@ -8,9 +8,11 @@ A value missing from the table maps to ``Outcome.UNKNOWN`` with the raw value in
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass
 
 from hooks.core.model import Outcome, Reason, TaskState
+from hooks.schedulers.htcondor.rules import USER_PERIODIC_REMOVE
 
 STATES: dict[int, tuple[Outcome, Reason]] = {
     1: (Outcome.PENDING, Reason.NONE),  # Idle
@@ -23,7 +25,12 @@ STATES: dict[int, tuple[Outcome, Reason]] = {
 }
 
 TIME_LIMIT_MARKER = "hpcbridge: time limit exceeded"
-"""The ``periodic_remove`` reason our submit description sets; a removal with it is a Timeout."""
+"""The string the time limit's ``periodic_remove`` carries: RemoveReason quotes the expression."""
+PERIODIC_REMOVAL = "The job attribute PeriodicRemove expression "
+"""How RemoveReason starts when ``periodic_remove`` removed the job (HTCondor 23.9 and 25.x)."""
+USER_PART = f"MY.{USER_PERIODIC_REMOVE}"
+"""The user's own ``periodic_remove`` in the job's, next to a time limit."""
+_LIMIT = re.compile(r"time\(\) - JobCurrentStartDate > (\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +61,11 @@ def to_task(record: CondorRecord) -> TaskState:
         message = record.hold_reason or "The job is held on the pool"
     elif reason is Reason.SUSPENDED:
         message = "The job is suspended"
-    elif outcome is Outcome.CANCELLED and TIME_LIMIT_MARKER in record.remove_reason:
+    elif outcome is Outcome.CANCELLED and timed_out(record):
         outcome, reason, message = Outcome.FAILED, Reason.TIMEOUT, "The job ran past its time limit"
+    elif outcome is Outcome.CANCELLED and record.remove_reason.startswith(PERIODIC_REMOVAL):
+        message = ("The job was removed on the pool by its own periodic_remove "
+                   "(spec.htcondor.submitOptions)")
     elif outcome is Outcome.CANCELLED:
         message = f"The job was removed on the pool ({record.remove_reason or 'condor_rm'})"
     elif record.job_status == 4 and record.exit_by_signal:
@@ -76,6 +86,28 @@ def to_task(record: CondorRecord) -> TaskState:
         start_time=_iso(record.start_time),
         end_time=_iso(record.end_time) if not outcome.is_active else None,
     )
+
+
+def timed_out(record: CondorRecord) -> bool:
+    """Whether the time limit's ``periodic_remove`` removed the job. RemoveReason quotes the
+    whole expression, which holds the user's own next to a time limit: then the job's run
+    until its removal (``EnteredCurrentStatus``) tells, for the time limit's part was true
+    exactly once the run was longer than the limit.
+
+    >>> reason = (f"{PERIODIC_REMOVAL}'(JobStatus == 2 && time() - JobCurrentStartDate > 20 "
+    ...           f"&& \\"{TIME_LIMIT_MARKER}\\" != \\"\\") || {USER_PART}' evaluated to TRUE")
+    >>> [timed_out(CondorRecord(1, 0, 3, remove_reason=reason, start_time=100, end_time=end))
+    ...  for end in (121, 105)]
+    [True, False]
+    """
+    text = record.remove_reason
+    if TIME_LIMIT_MARKER not in text:
+        return False
+    limit = _LIMIT.search(text)
+    if USER_PART not in text or limit is None:
+        return True
+    ran = (record.end_time or 0) - (record.start_time or 0)
+    return bool(record.start_time) and ran > int(limit.group(1))
 
 
 def _iso(epoch: int | None) -> str | None:

@@ -48,15 +48,24 @@ def submit_argv(job: JobRequest) -> list[str]:
     return ["sh", "-c", EXPORT, "hpcbridge-export", ENV_FILE, *sbatch_argv(job)]
 
 
+IN_PLACE = ('p=$(printf "%s\\n" "$PWD" | sed "s/%/%%/g"); o=$1; shift; '
+            'exec sbatch "--output=$p/$o.out" "--error=$p/$o.err" "$@"')
+"""Shell: sbatch with its output and error files in the attempt's directory, the current one,
+named by sbatch's pattern ``$1``. sbatch expands ``%`` in these paths, the directory's
+included (a relative path is taken from it), so each ``%`` of the directory is written
+``%%``: ``spec.cluster.workDir`` may hold one, and ``~/out-%j`` is then a directory of that
+name."""
+
+
 def sbatch_argv(job: JobRequest) -> list[str]:
     """The sbatch command of one attempt, run in its directory."""
     spec, res = job.spec, job.spec.resources
     opts: SlurmOptions = spec.options
     pattern = "%A_%a" if opts.array else "%j"
     argv = [
-        "sbatch", "--parsable", f"--job-name={job_name(job.key)}",
-        f"--comment={job.namespace}/{job.name}", f"--output={pattern}.out",
-        f"--error={pattern}.err",
+        "sh", "-c", IN_PLACE, "hpcbridge-sbatch", pattern,
+        "--parsable", "--ignore-pbs", f"--job-name={job_name(job.key)}",
+        f"--comment={job.namespace}/{job.name}",
     ]
     if job.environment:
         argv.append(f"--export-file={ENV_FILE}")

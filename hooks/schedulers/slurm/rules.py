@@ -11,11 +11,17 @@ from hooks.core.fields import SpecError, line
 from hooks.core.model import Resources
 from hooks.core.text import has_control, shown
 from hooks.schedulers.slurm import forms
+from hooks.schedulers.slurm.directives import directives
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
 )
 RESERVED_SHORT = frozenset("JoeaD")
+NOT_A_SUBMISSION_LONG = ("wait", "test-only", "help", "usage", "version")
+NOT_A_SUBMISSION_SHORT = frozenset("WhV")
+"""Options that make sbatch do something else than submit and return: wait for the job's end
+(``--wait``/``-W``, which held the submission until then), only test it (``--test-only``) or
+print and exit (``--help``/``-h``, ``--usage``, ``--version``/``-V``)."""
 
 # Which of sbatch's options take a value, from sbatch(1) of Slurm 22.05.8 (the test cluster's)
 # and of every later release up to 25.11: its OPTIONS list each as "--name=<value>" (a value is
@@ -91,6 +97,22 @@ class SlurmRules:
             extra_args=tuple(extra),
         )
 
+    def check_script(self, script: str) -> None:
+        """Options in the script's directives are options on the command line too: those
+        refused in ``spec.slurm.extraArgs`` are refused there, in every form (``--chdir=/x``,
+        ``--chdir /x``, ``--ch=/x``, ``-D/x``, ``-vD /x``), even an element sbatch would take
+        as the value of the option before it (``--comment -J``): never meant, and reading it
+        as sbatch might could only miss one.
+
+        >>> SlurmRules().check_script("#!/bin/sh\\n#SBATCH -p debug --ch /x\\n")
+        Traceback (most recent call last):
+        hooks.core.fields.SpecError: spec.script line 2 ('#SBATCH -p debug --ch /x') sets --chdir...
+        """
+        for number, text, args in directives(script):
+            for option in filter(None, map(reserved_option, args)):
+                raise SpecError(f"spec.script line {number} ({shown(text)}) sets {option}, "
+                                f"{refusal(option)}; remove it.")
+
     def expected_tasks(self, options: SlurmOptions, job_id: str) -> tuple[str, ...]:
         if options.array_tasks:
             return tuple(f"{job_id}_{i}" for i in options.array_tasks)
@@ -106,28 +128,37 @@ def job_id(task_id: str) -> str:
 
 
 def reserved_option(arg: str) -> str | None:
-    """The reserved sbatch option ``arg`` would set, if any (abbreviations included).
+    """The sbatch option hpcbridge refuses that ``arg`` would set, if any (abbreviations
+    included): one hpcbridge manages (``RESERVED_*``) or one that makes sbatch do something
+    else than submit (``NOT_A_SUBMISSION_*``).
 
     >>> reserved_option("--out=/tmp/x"), reserved_option("-Jname")
     ('--output', '-J')
-    >>> reserved_option("-vJx")
-    '-J'
+    >>> [reserved_option(a) for a in ("-vJx", "--wait", "--test", "-vW")]
+    ['-J', '--wait', '--test-only', '-W']
     >>> reserved_option("--constraint=haswell") is None
     True
     """
     if arg.startswith("--"):
         name = arg[2:].split("=", 1)[0]
-        for reserved in RESERVED_LONG:
+        for reserved in (*RESERVED_LONG, *NOT_A_SUBMISSION_LONG):
             if name and reserved.startswith(name):
                 return f"--{reserved}"
         return None
     if arg.startswith("-"):
         for letter in arg[1:]:
-            if letter in RESERVED_SHORT:
+            if letter in RESERVED_SHORT | NOT_A_SUBMISSION_SHORT:
                 return f"-{letter}"
             if letter not in SBATCH_SHORT_FLAGS:
                 return None
     return None
+
+
+def refusal(option: str) -> str:
+    """Why ``option`` (an answer of ``reserved_option``) is refused."""
+    if option.lstrip("-") in NOT_A_SUBMISSION_LONG or option[1:] in NOT_A_SUBMISSION_SHORT:
+        return "which makes sbatch wait, test or print instead of submitting the job"
+    return "which hpcbridge manages"
 
 
 def missing_value(arg: str) -> str | None:
@@ -172,7 +203,7 @@ def _check_extra_args(args: list[str]) -> None:
         reserved = reserved_option(arg)
         if reserved:
             raise SpecError(
-                f"spec.slurm.extraArgs sets {reserved}, which hpcbridge manages; remove it."
+                f"spec.slurm.extraArgs sets {reserved}, {refusal(reserved)}; remove it."
             )
         if not arg.startswith("-") or arg in ("-", "--"):
             raise SpecError(
