@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from hooks.core import finalize, request, sync
+from hooks.admission import route_of
+from hooks.core import answer, finalize, request, sync
 from hooks.core.model import Reason, SchedulerError
 from hooks.core.steps import (
     Action,
@@ -65,9 +66,9 @@ class Executor:
         rt.sweep_if_due()
         call = request.parse_call(body, rules=rt.schedulers, policy=rt.policy, now=rt.clock())
         if not call.finalizing:
-            return self._run(sync.decide(call)).body
+            return self._admitted(call, sync.decide(call)).body
         try:
-            return self._run(finalize.decide(call)).body
+            return self._admitted(call, finalize.decide(call)).body
         except Exception:
             # A bug must not keep a deleted BatchJob forever: past the grace, let it go.
             if not finalize.past_grace(call):
@@ -75,6 +76,15 @@ class Executor:
             log.exception("finalizing %s/%s failed; giving up after the grace period",
                           call.namespace, call.name)
             return self._noted(finalize.give_up(call)).body
+
+    def _admitted(self, call: request.Call, decision: Decision) -> Answer:
+        """The decision run within its route's and its namespace's share of the hook threads
+        (``hooks.admission``), or, beyond either, answered at once with the status kept."""
+        if not isinstance(decision, Step):
+            return self._run(decision)
+        route = route_of(decision.placement)
+        with self.runtime.admission.slot(route, call.namespace) as admitted:
+            return self._run(decision) if admitted else self._noted(answer.busy(call))
 
     def _run(self, decision: Decision) -> Answer:
         budget = Deadline.after(self.runtime.settings.sync_budget)

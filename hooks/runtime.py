@@ -1,10 +1,10 @@
 """Everything a hook server keeps between calls, built once by ``create_app`` and injected.
 
-The scheduler registry, the SSH connection pool, the shared status cache, the metrics and the
-clocks live in one ``Runtime``; nothing module-level holds state. Idle SSH connections and the
-shared status of clusters nobody asks about any more are dropped on one schedule
-(``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds, or every half
-``HPCBRIDGE_IDLE_SECONDS`` when that is shorter).
+The scheduler registry, the SSH connection pool, the shared status cache, the shares of the hook
+threads, the metrics and the clocks live in one ``Runtime``; nothing module-level holds state.
+Idle SSH connections and the shared status of clusters nobody asks about any more are dropped
+on one schedule (``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds,
+or every half ``HPCBRIDGE_IDLE_SECONDS`` when that is shorter).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hooks.admission import Admission
 from hooks.core.request import Policy
 from hooks.metrics import Metrics
 from hooks.schedulers import REGISTRY
@@ -43,6 +44,7 @@ class Runtime:
     metrics: Metrics
     pool: Connections
     cache: StatusCache
+    admission: Admission
     clock: Callable[[], datetime.datetime] = utcnow
     """The wall clock of status times; deadlines and ages use the monotonic clock."""
     _next_sweep: float = field(default=0.0, repr=False)
@@ -61,6 +63,8 @@ class Runtime:
             metrics=metrics,
             pool=pool or Pool(metrics, max_channels=settings.max_channels),
             cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
+            admission=Admission(route_share=settings.cluster_threads,
+                                namespace_share=settings.namespace_threads),
             clock=clock,
             _next_sweep=time.monotonic() + sweep_every(settings),
         )

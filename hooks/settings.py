@@ -56,7 +56,13 @@ ENVIRONMENT = {
     ),
     "cluster_threads": (
         "HPCBRIDGE_CLUSTER_THREADS",
-        "of those, the most that calls for one cluster (host and port) may hold at once",
+        "of those, the most that calls for one route (its jump hosts and login node) may hold at "
+        "once; a call beyond it is answered at once, its status kept, and synced again soon",
+    ),
+    "namespace_threads": (
+        "HPCBRIDGE_NAMESPACE_THREADS",
+        "of those, the most that calls for the BatchJobs of one namespace may hold at once; a "
+        "call beyond it is answered at once, its status kept, and synced again soon",
     ),
     "header_timeout": (
         "HPCBRIDGE_HEADER_TIMEOUT",
@@ -85,7 +91,9 @@ class Settings:
     threads: int = 64
     cluster_threads: int = 16
     """Above Metacontroller's concurrent syncs (``--workers``, 5 by default), so that only a
-    cluster that stalls makes its calls wait for one another."""
+    cluster that stalls has its calls answered without running."""
+    namespace_threads: int = 16
+    """As many: one namespace's calls never hold more than a quarter of the threads."""
     header_timeout: float = 10.0
     body_timeout: float = 10.0
 
@@ -100,9 +108,10 @@ class Settings:
                 f"HPCBRIDGE_COMMAND_TIMEOUT ({self.command_timeout:g} s) plus the {OVERRUN} s "
                 "a command may overrun it, or a sync could take over a submission that is "
                 "still running")
-        if self.cluster_threads > self.threads:
-            raise ValueError(f"HPCBRIDGE_CLUSTER_THREADS ({self.cluster_threads}) cannot exceed "
-                             f"HPCBRIDGE_THREADS ({self.threads})")
+        for share in ("cluster_threads", "namespace_threads"):
+            if getattr(self, share) > self.threads:
+                raise ValueError(f"{ENVIRONMENT[share][0]} ({getattr(self, share)}) cannot "
+                                 f"exceed HPCBRIDGE_THREADS ({self.threads})")
         if self.sync_budget < OVERRUN + 1:
             raise ValueError(f"HPCBRIDGE_SYNC_BUDGET ({self.sync_budget:g} s) leaves no time "
                              f"for a command, which may overrun its limit by {OVERRUN} s")
