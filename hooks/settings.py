@@ -38,6 +38,10 @@ ENVIRONMENT = {
         "HPCBRIDGE_MAX_CHANNELS",
         "concurrent commands per SSH connection; keep it below sshd's MaxSessions (10)",
     ),
+    "max_connections": (
+        "HPCBRIDGE_MAX_CONNECTIONS",
+        "SSH connections kept open; a new one closes the least recently used idle one",
+    ),
     "guard_stale": (
         "HPCBRIDGE_GUARD_STALE",
         "seconds after which a submission guard without a job id is taken over",
@@ -84,6 +88,8 @@ class Settings:
     sync_budget: float = 25.0
     status_ttl: float = 5.0
     max_channels: int = 8
+    max_connections: int = 200
+    """Each is a thread and a file descriptor; far above the clusters and Secrets in use."""
     guard_stale: int = 120
     idle_seconds: float = 600.0
     max_body: int = 8 * 1024 * 1024

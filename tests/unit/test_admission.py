@@ -127,12 +127,12 @@ def test_calls_that_reach_no_cluster_take_no_share() -> None:
 
 def test_shares_count_whole_routes_and_free_on_leaving() -> None:
     shares = Admission(route_share=1, namespace_share=2)
-    with shares.slot(("jump:2200", "login:22"), "a") as first:
-        with shares.slot(("login:22",), "b") as direct, \
-                shares.slot(("jump:2200", "login:22"), "c") as same_route, \
-                shares.slot(("jump:2201", "login:22"), "a") as other_route, \
-                shares.slot(("jump:2202", "login:22"), "a") as third_of_a:
-            assert (first, direct, same_route, other_route, third_of_a) == (
-                True, True, False, True, False)
+    with shares.slot(("jump:2200", "login:22"), "a") as first, \
+            shares.slot(("login:22",), "b") as direct, \
+            shares.slot(("jump:2200", "login:22"), "c") as same_route, \
+            shares.slot(("jump:2201", "login:22"), "a") as other_route, \
+            shares.slot(("jump:2202", "login:22"), "a") as third_of_a:
+        assert (first, direct, same_route, other_route, third_of_a) == (
+            True, True, False, True, False)
     with shares.slot(("jump:2200", "login:22"), "a") as again:
         assert again
