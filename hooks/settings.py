@@ -1,5 +1,5 @@
-"""Hook-server settings, read once from the environment by the app factory and by the server's
-front (``hooks.server``: threads, read timeouts, body cap), and checked.
+"""Hook-server settings, read once from the environment by the app factory and by gunicorn's
+settings (``hooks.gunicorn_conf``: the threads), and checked.
 
 Some settings bound others: a submission guard with no job id is taken over after
 ``HPCBRIDGE_GUARD_STALE`` seconds, so that must exceed the longest a remote command can run
@@ -68,14 +68,6 @@ ENVIRONMENT = {
         "of those, the most that calls for the BatchJobs of one namespace may hold at once; a "
         "call beyond it is answered at once, its status kept, and synced again soon",
     ),
-    "header_timeout": (
-        "HPCBRIDGE_HEADER_TIMEOUT",
-        "seconds a client has for a request's head (on a new connection, with the TLS handshake)",
-    ),
-    "body_timeout": (
-        "HPCBRIDGE_BODY_TIMEOUT",
-        "seconds a client has for a request's body, from the end of its head",
-    ),
 }
 
 
@@ -100,8 +92,6 @@ class Settings:
     cluster that stalls has its calls answered without running."""
     namespace_threads: int = 16
     """As many: one namespace's calls never hold more than a quarter of the threads."""
-    header_timeout: float = 10.0
-    body_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         for spec in fields(self):

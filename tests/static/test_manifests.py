@@ -1126,6 +1126,7 @@ def test_install_objects(install: str, render: Render) -> None:
         [
             ("Namespace", NAMESPACE),
             ("ServiceAccount", "hpcbridge-hooks"),
+            ("ConfigMap", "hpcbridge-nginx"),
             ("Deployment", "hpcbridge-hooks"),
             ("Service", "hpcbridge-hooks"),
             ("PodDisruptionBudget", "hpcbridge-hooks"),
@@ -1193,20 +1194,9 @@ DEPLOYMENT_SETTINGS = [
     pytest.param("spec.template.metadata.labels", LABELS, id="pod-labels"),
     pytest.param(f"{HOOKS}.image", IMAGE, id="image"),
     pytest.param(f"{HOOKS}.command", None, id="image-cmd"),
-    pytest.param(f"{HOOKS}.env.[name=HOST].value", "0.0.0.0", id="env-host"),
+    pytest.param(f"{HOOKS}.env.[name=HOST].value", "127.0.0.1", id="env-host"),
     pytest.param(f"{HOOKS}.env.[name=PORT].value", "8080", id="env-port"),
     pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_LOG_IMAGE].value", IMAGE, id="env-log-image"),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_CERT].value", "/etc/hpcbridge/tls/tls.crt", id="tls-cert"
-    ),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_KEY].value", "/etc/hpcbridge/tls/tls.key", id="tls-key"
-    ),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_CLIENT_CA].value",
-        "/etc/hpcbridge/tls/ca.crt",
-        id="tls-client-ca",
-    ),
     pytest.param(
         f"{HOOKS}.env.[name=HPCBRIDGE_AUTH_TOKEN_FILE].value",
         "/etc/hpcbridge/token/token",
@@ -1215,10 +1205,7 @@ DEPLOYMENT_SETTINGS = [
     pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_METRICS_PORT].value", "9090", id="metrics-port"),
     pytest.param(
         f"{HOOKS}.ports",
-        [
-            {"name": "https", "containerPort": 8080, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
-        ],
+        [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
         id="ports",
     ),
     pytest.param(
@@ -1260,7 +1247,6 @@ DEPLOYMENT_SETTINGS = [
         f"{HOOKS}.volumeMounts",
         [
             {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "tls", "mountPath": "/etc/hpcbridge/tls", "readOnly": True},
             {"name": "token", "mountPath": "/etc/hpcbridge/token", "readOnly": True},
         ],
         id="mounts",
@@ -1269,6 +1255,8 @@ DEPLOYMENT_SETTINGS = [
         f"{POD_SPEC}.volumes",
         [
             {"name": "tmp", "emptyDir": {}},
+            {"name": "nginx-tmp", "emptyDir": {}},
+            {"name": "nginx", "configMap": {"name": "hpcbridge-nginx"}},
             {
                 "name": "tls",
                 "secret": {
@@ -1459,8 +1447,9 @@ def test_hook_urls_reach_the_tls_port_under_the_certificate_name(
     deployment = select(docs, {"kind": "Deployment", "name": "hpcbridge-hooks"})
     serving = select(docs, {"kind": "Certificate", "name": "hpcbridge-hooks-tls"})
     (https,) = (port for port in service["spec"]["ports"] if port["name"] == "https")
-    container_port = field(deployment, f"{HOOKS}.ports.[name={https['targetPort']}].containerPort")
-    assert str(container_port) == field(deployment, f"{HOOKS}.env.[name=PORT].value")
+    nginx = "spec.template.spec.containers.[name=nginx]"
+    container_port = field(deployment, f"{nginx}.ports.[name={https['targetPort']}].containerPort")
+    assert f"listen {container_port} ssl;" in (REPO / "deploy/base/nginx.conf").read_text()
     assert f"{service['metadata']['name']}.{NAMESPACE}.svc" == SERVICE_HOST
     assert SERVICE_HOST in serving["spec"]["dnsNames"]
     for webhook in webhooks(docs):
@@ -1476,12 +1465,7 @@ def test_the_deployment_reads_tls_and_token_from_read_only_secret_mounts(render:
     (container,) = (c for c in field(deployment, f"{POD_SPEC}.containers") if c["name"] == "hooks")
     env = {item["name"]: item.get("value") for item in container["env"]}
     volumes = {volume["name"]: volume for volume in field(deployment, f"{POD_SPEC}.volumes")}
-    for name in (
-        "HPCBRIDGE_TLS_CERT",
-        "HPCBRIDGE_TLS_KEY",
-        "HPCBRIDGE_TLS_CLIENT_CA",
-        "HPCBRIDGE_AUTH_TOKEN_FILE",
-    ):
+    for name in ("HPCBRIDGE_AUTH_TOKEN_FILE",):
         path = Path(env[name])
         (mount,) = (m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent)
         assert mount["readOnly"] is True
@@ -1555,7 +1539,8 @@ def test_network_policy(install: str, render: Render) -> None:
     assert policy["spec"]["podSelector"]["matchLabels"] == field(
         deployment, "spec.template.metadata.labels"
     )
-    names = {port["name"] for port in field(deployment, f"{HOOKS}.ports")}
+    names = {port["name"] for container in field(deployment, f"{POD_SPEC}.containers")
+             for port in container["ports"]}
     assert {port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]} == names
 
 
