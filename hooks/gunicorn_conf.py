@@ -28,6 +28,8 @@ graceful_timeout = 30
 keepalive = 75
 """Seconds an idle kept-alive connection stays open (Go's clients keep theirs for 90 s)."""
 accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
+access_log_format = '%(h)s %(l)s - %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+"""gunicorn's default but for ``%(u)s``, the user part of a Basic credential: never logged."""
 errorlog = "-"
 loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
 logformat = os.environ.get("HPCBRIDGE_LOG_FORMAT", "text")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gc
 import importlib
 import logging
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from hooks import gunicorn_conf
 from hooks.settings import Settings
@@ -83,3 +85,15 @@ def test_per_call_records_are_shown_in_json_and_at_debug(
     gunicorn_conf.post_worker_init(object())
     assert logging.getLogger("hooks.calls").isEnabledFor(logging.INFO) is shown
 
+
+def test_the_access_log_records_no_part_of_a_basic_credential(tmp_path: Path) -> None:
+    log = tmp_path / "gunicorn.log"
+    credential = base64.b64encode(b"alice-the-user:her-password").decode()
+    with serving(log, HPCBRIDGE_ACCESS_LOG="-") as url:
+        answer = requests.get(f"{url}/healthz", headers={"Authorization": f"Basic {credential}"},
+                              timeout=10)
+    assert answer.ok
+    text = log.read_text()
+    assert '"GET /healthz HTTP/1.1" 200' in text, text
+    assert "alice-the-user" not in text
+    assert "her-password" not in text and credential not in text
