@@ -73,7 +73,7 @@ def test_the_nginx_container_runs_the_configmap_read_only_and_unprivileged(
                                         "allowPrivilegeEscalation": False,
                                         "capabilities": {"drop": ["ALL"]}}
     mounts = {m["name"]: m for m in nginx["volumeMounts"]}
-    assert nginx["args"][-1] == mounts["nginx"]["mountPath"] + "/nginx.conf"
+    assert nginx["command"][-1] == mounts["nginx"]["mountPath"] + "/nginx.conf"
     assert mounts["tls"] == {"name": "tls", "mountPath": "/etc/hpcbridge/tls", "readOnly": True}
     assert mounts["nginx-tmp"]["mountPath"] == "/tmp"
     assert nginx["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
