@@ -1,8 +1,11 @@
 """/healthz and healthy syncs while slow clients and syncs to a blackholed host load the server.
 
-The hook server starts as `make run` starts it (plain HTTP) and as deploy/ runs it (HTTPS,
-Metacontroller's client certificate, the bearer token, the probes' port), each in turn. While
-it runs:
+The hook server starts as deploy/ runs it: nginx in front (deploy/base/nginx.conf: HTTPS with
+Metacontroller's client certificate, or the same server over plain HTTP) and gunicorn's threaded
+workers behind it, with the bearer token over TLS and the probes' port. With ``--baseline-ref``
+a commit whose hook server is its own front (``hooks/server.py`` in a gunicorn worker) runs
+the same way it was deployed: plain HTTP (`make run`) or HTTPS with the client certificate, the
+token and the probes' port. While it runs:
 
 - ``--slow`` slow clients (200) each open a connection (with TLS, presenting the client
   certificate, so that they reach the HTTP layer), send a request line and then one header
@@ -13,6 +16,10 @@ it runs:
   speaks (so every SSH connect waits for its whole timeout); each sync names credentials of
   its own, so every one is a new connect attempt rather than the pool's remembered failure
   (the hardest case);
+- ``--attackers`` clients (80) each send syncs, at most one a second, for BatchJobs of
+  namespace ``attacker`` that name the SLURM test cluster's login node behind a jump host that
+  accepts TCP connections and never speaks, a new one (a new port) for each sync: the attack
+  on another namespace's healthy login node (only when the SLURM test cluster is up);
 - one client probes /healthz as the kubelet does (a new connection each time, on the port the
   Deployment's probes use) every 0.1 s, and one client sends syncs for a healthy cluster as
   Metacontroller does (one kept-alive connection): a finished BatchJob, which the hooks answer
@@ -24,7 +31,7 @@ clients. Measured for ``--seconds`` (60) after a few seconds of warm-up: /health
 latency (p50, p99, max; a probe or sync without an answer within 5 s or 30 s counts as
 failed), how long the blackholed syncs took, and how often the server cut a slow client off.
 With ``--baseline-ref``, the same runs for that commit's hook server (from ``git archive``, in
-a temporary directory). Results go to stdout and to the ``slow-clients`` section of
+a temporary directory). Results go to stdout and to the ``front`` section of
 ``bench/results.md``.
 """
 
@@ -56,6 +63,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from bench import report
 from tests.driver import Driver, free_port
+from tests.front import TlsFiles, nginx
 from tests.integration.conftest import cluster_from_state
 from tests.integration.test_slow_clients import Blackhole, sync_for
 from tests.integration.test_tls import issue
@@ -115,31 +123,55 @@ class Server:
     port: int = field(default_factory=free_port)
     probe_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    front_port: int = 0
+    """nginx's port, in front of gunicorn's (0: the server is its own front)."""
+    front: contextlib.ExitStack | None = None
     healthz: str = ""
     """Where the Deployment of this server's code probes /healthz."""
 
     @property
     def url(self) -> str:
-        return f"{'https' if self.pki else 'http'}://127.0.0.1:{self.port}"
+        return f"{'https' if self.pki else 'http'}://127.0.0.1:{self.front_port or self.port}"
+
+    @property
+    def own_front(self) -> bool:
+        """Whether this code's hook server is its own front (before nginx)."""
+        return (self.code / "hooks/server.py").exists()
 
     def start(self) -> None:
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
                "MALLOC_ARENA_MAX": "2", "HPCBRIDGE_LOG_IMAGE": "hpcbridge:bench"}
-        if self.pki:
+        if self.own_front and self.pki:
             env.update(HPCBRIDGE_TLS_CERT=str(self.pki.cert), HPCBRIDGE_TLS_KEY=str(self.pki.key),
-                       HPCBRIDGE_TLS_CLIENT_CA=str(self.pki.ca),
-                       HPCBRIDGE_AUTH_TOKEN_FILE=str(self.pki.token),
-                       HPCBRIDGE_METRICS_PORT=str(self.probe_port))
+                       HPCBRIDGE_TLS_CLIENT_CA=str(self.pki.ca))
+        if self.pki:
+            env.update(HPCBRIDGE_AUTH_TOKEN_FILE=str(self.pki.token))
+        if self.pki or not self.own_front:
+            env.update(HPCBRIDGE_METRICS_PORT=str(self.probe_port))
+        if not self.own_front:
+            self.front_port = free_port()
         with self.log.open("w") as sink:
             self.process = subprocess.Popen(
                 [str(Path(sys.executable).with_name("gunicorn")), "-c",
                  "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
                 cwd=self.code, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        self._await()
+        if not self.own_front:
+            tls = TlsFiles(self.pki.cert, self.pki.key, self.pki.ca) if self.pki else None
+            self.front = contextlib.ExitStack()
+            nginx_dir = self.log.with_suffix(".nginx")
+            nginx_dir.mkdir()
+            self.front.enter_context(nginx(nginx_dir, port=self.front_port, upstream=self.port,
+                                           tls=tls))
+
+    def _await(self) -> None:
+        """Until gunicorn answers /healthz where deploy/'s probes ask it."""
         plain_probe = f"http://127.0.0.1:{self.probe_port}/healthz"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with contextlib.suppress(requests.RequestException):
-                if self.pki and requests.get(plain_probe, timeout=2).json() == {"status": "ok"}:
+                if ((self.pki or not self.own_front)
+                        and requests.get(plain_probe, timeout=2).json() == {"status": "ok"}):
                     self.healthz = plain_probe  # where deploy/'s probes go
                     return
             with contextlib.suppress(requests.RequestException, ValueError):
@@ -151,6 +183,8 @@ class Server:
         raise RuntimeError(f"the hook server did not start: {self.log.read_text()}")
 
     def stop(self) -> None:
+        if self.front is not None:
+            self.front.close()
         if self.process is not None:
             self.process.terminate()
             try:
@@ -312,9 +346,11 @@ def slurm_batchjob(server: Server) -> Iterator[Callable[[], requests.Response] |
 
 
 def load(stop: Any, results: Any, slow: SlowClients | None, server: Server | None,
-         blackholed: int, port: int) -> None:
+         blackholed: int, port: int, attackers: int = 0,
+         victim: tuple[str, int] | None = None) -> None:
     """The load, in a process of its own so that it takes no time from the measuring one: the
-    slow clients, or the clients syncing BatchJobs on the blackholed cluster."""
+    slow clients, the clients syncing BatchJobs on the blackholed cluster, or the attackers
+    naming the ``victim`` login node behind jump hosts that never answer."""
     if slow is not None:
         results.put(slow.run(stop))
         return
@@ -323,13 +359,28 @@ def load(stop: Any, results: Any, slow: SlowClients | None, server: Server | Non
     for _ in range(blackholed):
         session = server.session()
         threads.append(loop_until(local, samples, lambda s=session: s.post(
-            f"{server.url}/sync", data=sync_for("127.0.0.1", port), timeout=SYNC_TIMEOUT),
-            every=1.0))
+            f"{server.url}/sync", data=sync_for("127.0.0.1", port, namespace="blackholed"),
+            timeout=SYNC_TIMEOUT), every=1.0))
+    for _ in range(attackers if victim else 0):
+        session = server.session()
+        threads.append(loop_until(local, samples, lambda s=session: attack(s, server, victim),
+                                  every=1.0))
     stop.wait()
     local.set()
     for thread in threads:
         thread.join(timeout=SYNC_TIMEOUT + 10)
     results.put(samples.summary())
+
+
+def attack(session: requests.Session, server: Server, victim: Any) -> requests.Response:
+    """One sync of namespace ``attacker`` for the victim's login node, behind a jump host that
+    never answers and that no sync named before (a new port)."""
+    hole = Blackhole()
+    try:
+        return session.post(f"{server.url}/sync", timeout=SYNC_TIMEOUT, data=sync_for(
+            *victim, namespace="attacker", jump=("127.0.0.1", hole.port)))
+    finally:
+        hole.close()
 
 
 def run(code: Path, pki: Pki | None, args: argparse.Namespace, log: Path) -> dict[str, Any]:
@@ -343,10 +394,16 @@ def run(code: Path, pki: Pki | None, args: argparse.Namespace, log: Path) -> dic
     if pki:
         tls = ssl.create_default_context(cafile=str(pki.ca))
         tls.load_cert_chain(*pki.client)
-    slow = SlowClients(args.slow, args.interval, server.port, tls, shared=connected)
+    slow = SlowClients(args.slow, args.interval, server.front_port or server.port, tls,
+                       shared=connected)
+    cluster = cluster_from_state("slurm")
+    victim = (cluster.host, cluster.port) if cluster and args.attackers else None
+    attack_results = fork.Queue()
     loads = [fork.Process(target=load, args=(load_stop, slow_results, slow, None, 0, 0)),
              fork.Process(target=load, args=(load_stop, blackholed_results, None, server,
-                                             args.blackholed, blackhole.port))]
+                                             args.blackholed, blackhole.port)),
+             fork.Process(target=load, args=(load_stop, attack_results, None, server, 0, 0,
+                                             args.attackers, victim))]
     stop = threading.Event()
     healthz, finished, slurm = Samples(), Samples(), Samples()
     threads: list[threading.Thread] = []
@@ -370,6 +427,7 @@ def run(code: Path, pki: Pki | None, args: argparse.Namespace, log: Path) -> dic
                 thread.join(timeout=SYNC_TIMEOUT + 10)
             cut = sorted(slow_results.get(timeout=SYNC_TIMEOUT + 30))
             blackholed = blackholed_results.get(timeout=SYNC_TIMEOUT + 30)
+            attacked = attack_results.get(timeout=SYNC_TIMEOUT + 30)
     finally:
         stop.set()
         load_stop.set()
@@ -381,7 +439,8 @@ def run(code: Path, pki: Pki | None, args: argparse.Namespace, log: Path) -> dic
         server.stop()
     return {"healthz": healthz.summary(), "finished": finished.summary(),
             "slurm": slurm.summary() if slurm.seconds or slurm.failed else None,
-            "blackholed": blackholed, "slow_connected": connected_then,
+            "blackholed": blackholed, "attackers": attacked if victim else None,
+            "slow_connected": connected_then,
             "cut_off": len(cut), "cut_after": statistics.median(cut) if cut else None}
 
 
@@ -404,6 +463,7 @@ def main() -> int:
     parser.add_argument("--slow", type=int, default=200)
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--blackholed", type=int, default=50)
+    parser.add_argument("--attackers", type=int, default=80)
     parser.add_argument("--modes", default="plain,tls")
     parser.add_argument("--baseline-ref", default=None,
                         help="also measure the hook server of this commit")
@@ -423,7 +483,7 @@ def main() -> int:
                 rows.append((label, mode, result))
                 print(f"{label} {mode}: {json.dumps(result)}", flush=True)
     text = write(rows, args)
-    report.update(REPO / args.out, "slow-clients", text)
+    report.update(REPO / args.out, "front", text)
     print(text)
     return 0
 
@@ -434,51 +494,67 @@ def ms(summary: dict[str, Any] | None, key: str) -> str:
     return f"{summary[key] * 1000:.0f} ms" if summary[key] < 1 else f"{summary[key]:.2f} s"
 
 
+def spread(summary: dict[str, Any]) -> str:
+    """p50 / max (answered, unanswered) of a load's syncs."""
+    return (f"{ms(summary, 'p50')} / {ms(summary, 'max')} "
+            f"({summary['n']}, {summary['failed']})")
+
+
 def write(rows: list[tuple[str, str, dict[str, Any]]], args: argparse.Namespace) -> str:
     command = " ".join(
         ["make bench-slow BENCH_ARGS='"
-         f"--seconds {args.seconds:g} --slow {args.slow} --blackholed {args.blackholed}"]
+         f"--seconds {args.seconds:g} --slow {args.slow} --blackholed {args.blackholed} "
+         f"--attackers {args.attackers}"]
         + ([f"--baseline-ref {args.baseline_ref}"] if args.baseline_ref else [])) + "'"
     lines = [
-        "## Slow clients and a blackholed cluster: /healthz and healthy syncs",
+        "## The front side by side: nginx + gthread and the own front, under slow clients, a "
+        "blackholed cluster and an attack on another namespace's login node",
         "",
         report.machine(),
-        f"- command: `{command}`; hook server with the product's gunicorn settings, plain "
-        "HTTP (`make run`) and as deploy/ runs it (TLS with client certificates, the bearer "
-        "token, the probes' port)",
+        f"- command: `{command}`; this code: nginx (deploy/base/nginx.conf; plain: the same "
+        "server without TLS) in front of gunicorn's gthread workers, the probes' port, over TLS "
+        "the bearer token; the server before: its own front in gunicorn's worker, plain HTTP "
+        "(`make run`) and as deploy/ ran it (TLS with client certificates, the bearer token, "
+        "the probes' port)",
         f"- load for {args.seconds:g} s after {WARMUP:g} s of warm-up: {args.slow} slow clients "
         f"(a header line every {args.interval:g} s, never the end of the head; over TLS with "
         f"the client certificate), {args.blackholed} clients syncing BatchJobs on a cluster "
         "that accepts TCP connections and never answers (each sync with credentials of its "
-        "own: a new SSH connect each time, never the pool's remembered failure)",
+        "own: a new SSH connect each time, never the pool's remembered failure; namespace "
+        f"`blackholed`), and, when the SLURM test cluster is up, {args.attackers} clients of "
+        "namespace `attacker` syncing BatchJobs that name the SLURM login node behind a jump "
+        "host that never answers, a new port for each sync",
         "- measured: /healthz as the kubelet probes it (a new connection every 0.1 s, where "
         "the Deployment probes: the probes' port, or for the server before, the hook port; "
         f"failed: no answer within {PROBE_TIMEOUT:g} s) and syncs for a healthy "
         "cluster over one kept-alive connection: a finished BatchJob (answered without SSH) "
-        "and, when the SLURM test cluster is up, a BatchJob queued on it "
+        "and, when the SLURM test cluster is up, a BatchJob of namespace `research` queued on "
+        "it (the attackers' victim) "
         f"(failed: no 200 within {SYNC_TIMEOUT:g} s)",
         "",
         "| server | transport | /healthz p50 / p99 / max (failed) | finished-BatchJob sync "
         "p50 / p99 (failed) | SLURM sync p50 / p99 (failed) | blackholed syncs p50 / max "
-        "(answered, unanswered) | slow clients connected; cut off (median after) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "(answered, unanswered) | attackers' syncs p50 / max (answered, unanswered) | slow "
+        "clients connected; cut off (median after) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, mode, r in rows:
-        h, f, s, b = r["healthz"], r["finished"], r["slurm"], r["blackholed"]
+        h, f, s, b, a = r["healthz"], r["finished"], r["slurm"], r["blackholed"], r["attackers"]
         slurm = (f"{ms(s, 'p50')} / {ms(s, 'p99')} ({s['failed']})" if s else "not run")
         cut = (f"{r['slow_connected']}; {r['cut_off']} ({r['cut_after']:.1f} s)"
                if r["cut_after"] is not None else f"{r['slow_connected']}; 0")
         lines.append(
-            f"| {'this code' if label == 'now' else f'before ({label})'} | {mode} | "
+            f"| {'nginx + gthread' if label == 'now' else f'own front ({label})'} | {mode} | "
             f"{ms(h, 'p50')} / {ms(h, 'p99')} / {ms(h, 'max')} ({h['failed']}) | "
-            f"{ms(f, 'p50')} / {ms(f, 'p99')} ({f['failed']}) | {slurm} | {ms(b, 'p50')} / "
-            f"{ms(b, 'max')} ({b['n']}, {b['failed']}) | {cut} |")
+            f"{ms(f, 'p50')} / {ms(f, 'p99')} ({f['failed']}) | {slurm} | {spread(b)} | "
+            f"{spread(a) if a else 'not run'} | {cut} |")
     lines += [
         "",
         "Targets: /healthz p99 at most 100 ms, a healthy cluster's sync p99 at most 1 s. A "
-        "blackholed sync waits for its SSH connect (HPCBRIDGE_CONNECT_TIMEOUT, 8 s) and, beyond "
-        "the cluster's share of the hook threads (HPCBRIDGE_CLUSTER_THREADS), for its turn; "
-        "\"unanswered\" ones got no answer within the hook timeout.",
+        "blackholed or attacking sync waits for its SSH connect (HPCBRIDGE_CONNECT_TIMEOUT, "
+        "8 s) while its route and its namespace hold less than their shares of the hook "
+        "threads (HPCBRIDGE_CLUSTER_THREADS, HPCBRIDGE_NAMESPACE_THREADS) and is answered at "
+        "once beyond them; \"unanswered\" ones got no answer within the hook timeout.",
     ]
     return "\n".join(lines) + "\n"
 

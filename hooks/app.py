@@ -121,11 +121,15 @@ OPEN_VIEWS = frozenset({"hooks.healthz", "hooks.metrics_page"})
 @bp.before_app_request
 def _authenticate() -> tuple[Response, int] | None:
     """Every view but /healthz and /metrics needs what ``hooks.auth`` requires (the bearer
-    token, a verified client certificate); keyed by the matched view, not the path's text."""
+    token), and is not served on the probes' port; keyed by the matched view, not the path's
+    text."""
     if request.endpoint in OPEN_VIEWS:
         return None
     policy: auth.Policy = current_app.extensions["hpcbridge.auth"]
-    refused = policy.refusal(request.headers.get("Authorization"), request.environ)
+    if policy.on_probes_port(request.environ):
+        return jsonify({"error": "not found", "message": "the probes' port serves /healthz "
+                        "and /metrics only"}), 404
+    refused = policy.refusal(request.headers.get("Authorization"))
     if refused is None:
         return None
     response = jsonify({"error": "unauthorized", "message": refused})

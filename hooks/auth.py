@@ -1,20 +1,18 @@
-"""Who may call the hooks: Metacontroller's bearer token and its client certificate.
+"""Who may call the hooks, and where: Metacontroller's bearer token, and not the probes' port.
 
-Two settings, read once when the app is built (``Policy.from_env``), each on its own:
+Two settings, read once when the app is built (``Policy.from_env``):
 
 * ``HPCBRIDGE_AUTH_TOKEN_FILE`` names a file that holds the token (whitespace around it is
   ignored, as Metacontroller trims the value it sends). A hook call must carry
   ``Authorization: Bearer <token>``; the comparison takes the same time whatever the token
   sent. Unset: no token is asked for.
-* ``HPCBRIDGE_TLS_CLIENT_CA`` is the CA of the client certificates. The server fails the TLS
-  handshake of a client that presents no certificate or one that this CA did not sign
-  (``hooks/server.py``; the kubelet probes ``/healthz`` on the plain port of
-  ``HPCBRIDGE_METRICS_PORT`` instead). The app checks it once more: a hook call must have come
-  over a connection whose certificate the handshake verified. Unset: no certificate is asked
-  for.
+* ``HPCBRIDGE_METRICS_PORT`` is the probes' port (``hooks/gunicorn_conf.py`` binds it): plain
+  HTTP for the kubelet and the scraper, past the TLS front. It serves ``/healthz`` and
+  ``/metrics`` only; a hook call that arrives there is refused.
 
-The app applies the policy to every view but ``/healthz`` and ``/metrics``. Standard library
-only.
+Metacontroller's client certificate is required by the TLS front, nginx in the same Pod
+(``deploy/base/nginx.conf``), before any request reaches the app. The app applies the policy
+to every view but ``/healthz`` and ``/metrics``. Standard library only.
 """
 
 from __future__ import annotations
@@ -26,10 +24,7 @@ from pathlib import Path
 from typing import Any
 
 TOKEN_FILE = "HPCBRIDGE_AUTH_TOKEN_FILE"
-CLIENT_CA = "HPCBRIDGE_TLS_CLIENT_CA"
-PEER_CERTIFICATE = "hpcbridge.peer_certificate"
-"""The WSGI environ key under which the server passes the client certificate that the TLS
-handshake verified (``ssl.SSLSocket.getpeercert()``'s dict); absent without one."""
+PROBES_PORT = "HPCBRIDGE_METRICS_PORT"
 
 
 def read_token(path: str) -> bytes:
@@ -63,33 +58,36 @@ def token_allows(expected: bytes | None, authorization: str | None) -> bool:
     return hmac.compare_digest(sent, expected)
 
 
-def presented_certificate(environ: Mapping[str, Any]) -> bool:
-    """Whether the request's connection presented a client certificate that the TLS handshake
-    verified: a verified peer certificate is a non-empty dict; plain HTTP, a connection without
-    one or another server leave none."""
-    certificate = environ.get(PEER_CERTIFICATE)
-    return isinstance(certificate, dict) and bool(certificate)
+def probes_port(env: Mapping[str, str]) -> str | None:
+    """The probes' port (``HPCBRIDGE_METRICS_PORT``), checked, or None."""
+    text = env.get(PROBES_PORT) or None
+    if text is None:
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536 or text == env.get("PORT", "8080"):
+        raise ValueError(f"{PROBES_PORT}={text!r} is not a free port number beside PORT")
+    return str(int(text))
 
 
 @dataclass(frozen=True)
 class Policy:
-    """What a hook call must bring: the bearer token (if ``token``) and a verified client
-    certificate (if ``client_certificate``)."""
+    """What a hook call must bring (the bearer token, if ``token``), and the port it must not
+    come to (``probes_port``)."""
 
     token: bytes | None = field(default=None, repr=False)
-    client_certificate: bool = False
+    probes_port: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Policy:
         path = env.get(TOKEN_FILE)
-        return cls(token=read_token(path) if path else None,
-                   client_certificate=bool(env.get(CLIENT_CA)))
+        return cls(token=read_token(path) if path else None, probes_port=probes_port(env))
 
-    def refusal(self, authorization: str | None, environ: Mapping[str, Any]) -> str | None:
-        """Why a call with this ``Authorization`` header, over this connection, is refused;
-        None when it is allowed."""
-        if self.client_certificate and not presented_certificate(environ):
-            return "a client certificate signed by the hooks' client CA is required"
+    def on_probes_port(self, environ: Mapping[str, Any]) -> bool:
+        """Whether the request came to the probes' port (gunicorn's ``SERVER_PORT`` is the
+        port of the socket it was accepted on)."""
+        return self.probes_port is not None and environ.get("SERVER_PORT") == self.probes_port
+
+    def refusal(self, authorization: str | None) -> str | None:
+        """Why a call with this ``Authorization`` header is refused; None when it is allowed."""
         if not token_allows(self.token, authorization):
             if not authorization:
                 return "an Authorization: Bearer token is required"

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
-from hooks.core import finalize, request, sync
+from hooks.admission import route_of
+from hooks.core import answer, finalize, request, sync
 from hooks.core.effects import (
     Action,
     Answer,
@@ -64,9 +65,9 @@ class Executor:
         rt.sweep_if_due()
         call = request.parse_call(body, rules=rt.schedulers, policy=rt.policy, now=rt.clock())
         if not call.finalizing:
-            return self._run(sync.decide(call)).body
+            return self._run(call, sync.decide(call)).body
         try:
-            return self._run(finalize.decide(call)).body
+            return self._run(call, finalize.decide(call)).body
         except Exception:
             # A bug must not keep a deleted BatchJob forever: past the grace, let it go.
             if not finalize.past_grace(call):
@@ -75,18 +76,27 @@ class Executor:
                           call.namespace, call.name)
             return self._noted(finalize.give_up(call)).body
 
-    def _run(self, decision: Decision) -> Answer:
+    def _run(self, call: request.Call, decision: Decision) -> Answer:
         """Drive the decision: run each effect it yields and send it the result, until it
-        returns its answer."""
+        returns its answer. The first effect that reaches a cluster takes its route's and its
+        namespace's share of the hook threads (``hooks.admission``) for the rest of the call;
+        beyond either share the call is answered at once with the status kept."""
         budget = Deadline.after(self.runtime.settings.sync_budget)
-        result: object = None
-        while True:
-            try:
-                effect = decision.send(result)
-            except StopIteration as done:
-                answer: Answer = done.value
-                return self._noted(answer)
-            result = self._act(effect, budget)
+        with ExitStack() as shares:
+            result: object = None
+            admitted = False
+            while True:
+                try:
+                    effect = decision.send(result)
+                except StopIteration as done:
+                    return self._noted(done.value)
+                if not admitted:
+                    slot = self.runtime.admission.slot(route_of(effect.placement), call.namespace)
+                    if not shares.enter_context(slot):
+                        decision.close()
+                        return self._noted(answer.busy(call))
+                    admitted = True
+                result = self._act(effect, budget)
 
     def _noted(self, answer: Answer) -> Answer:
         for note in answer.notes:

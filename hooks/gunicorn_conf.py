@@ -1,30 +1,35 @@
 """gunicorn settings for the hook server (``make run`` and the container use these).
 
-The hooks spend their time waiting on SSH, so one worker process serves them all: every sync
-then shares one set of SSH connections and one status cache per cluster. Its worker class is
-the product's front (``hooks.server``): an asyncio loop reads every request whole, within the
-header and body deadlines, answers /healthz itself, and hands the hook calls to a bounded set of
-threads (``HPCBRIDGE_THREADS``, at most ``HPCBRIDGE_CLUSTER_THREADS`` per cluster), so that
-neither slow clients nor a cluster that does not answer can take the server down.
+gunicorn's own deployment: threaded workers (``gthread``) behind a proxy that reads every
+request whole. In ``deploy/`` that proxy is nginx in the same Pod (``deploy/base/nginx.conf``):
+it terminates TLS, requires Metacontroller's client certificate and enforces the header and body
+timeouts and the body cap, so gunicorn sees only whole requests, on 127.0.0.1. The hooks spend
+their time waiting on SSH, so one worker process serves them all, with ``HPCBRIDGE_THREADS``
+threads: every sync then shares one set of SSH connections and one status cache per cluster.
+A cluster that stalls holds at most its share of those threads (``hooks.admission``).
 """
 
 import gc
 import logging
 import os
 
+from hooks.auth import probes_port
 from hooks.logformat import JSONFormatter
-from hooks.server import probe_port
+from hooks.settings import Settings
 
 workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
-worker_class = "hooks.server.Worker"
+worker_class = "gthread"
+threads = Settings.from_env(os.environ).threads
 worker_connections = 1000
-"""Connections one worker process keeps open at most; one more is closed at once."""
+"""Connections one worker process keeps open at most."""
 timeout = 60
-"""Seconds the worker's loop may stall before the master restarts the worker."""
+"""Seconds a worker may fail to notify the master before the master restarts it."""
 graceful_timeout = 30
 keepalive = 75
 """Seconds an idle kept-alive connection stays open (Go's clients keep theirs for 90 s)."""
 accesslog = os.environ.get("HPCBRIDGE_ACCESS_LOG") or None
+access_log_format = '%(h)s %(l)s - %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+"""gunicorn's default but for ``%(u)s``, the user part of a Basic credential: never logged."""
 errorlog = "-"
 loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
 logformat = os.environ.get("HPCBRIDGE_LOG_FORMAT", "text")
@@ -57,31 +62,11 @@ def post_worker_init(worker: object) -> None:
     logging.getLogger("hooks.calls").setLevel(calls)
 
 
-# --- TLS, client certificates and the probes' port (README "Security") ----------------------
-# HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY (PEM files) serve the hooks over HTTPS; unset, the
-# server speaks plain HTTP (`make run`). HPCBRIDGE_TLS_CLIENT_CA makes the TLS handshake on the
-# hook port require a client certificate that this CA signed (CERT_REQUIRED): a client without
-# one never reaches the HTTP layer. The app checks the verified certificate once more
-# (hooks/auth.py, which reads the same variable). The server builds the TLS context again when
-# a file changes, so a renewed certificate or CA is used without a restart. HPCBRIDGE_METRICS_PORT
-# adds a port of its own, in plain HTTP, that serves /healthz and /metrics only: for the
-# kubelet's probes, which present no client certificate, and for the scraper.
-
-
-def _tls() -> tuple[str | None, str | None, str | None, int]:
-    import ssl
-
-    cert, key, client_ca = (os.environ.get(f"HPCBRIDGE_TLS_{name}") or None
-                            for name in ("CERT", "KEY", "CLIENT_CA"))
-    if (cert is None) != (key is None):
-        raise ValueError("set HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY together, or neither")
-    if client_ca is not None and cert is None:
-        raise ValueError("HPCBRIDGE_TLS_CLIENT_CA needs HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY")
-    return cert, key, client_ca, ssl.CERT_REQUIRED if client_ca else ssl.CERT_NONE
-
-
-certfile, keyfile, ca_certs, cert_reqs = _tls()
-host, metrics_port = os.environ.get("HOST", "127.0.0.1"), probe_port(os.environ)
+# --- the probes' port ----------------------------------------------------------------------
+# HPCBRIDGE_METRICS_PORT adds a port of its own, in plain HTTP, that serves /healthz and /metrics
+# only (the app refuses the hooks there): for the kubelet's probes and the scraper, which reach
+# the Pod past nginx. The hook port stays on HOST (127.0.0.1 in the Pod: nginx's upstream).
+host, metrics_port = os.environ.get("HOST", "127.0.0.1"), probes_port(os.environ)
+probes_host = os.environ.get("HPCBRIDGE_METRICS_HOST") or host
 bind = [f"{host}:{os.environ.get('PORT', '8080')}",
-        *([f"{host}:{metrics_port}"] if metrics_port else [])]
-# --- end of TLS, client certificates and the probes' port -----------------------------------
+        *([f"{probes_host}:{metrics_port}"] if metrics_port else [])]

@@ -1,11 +1,11 @@
 """Everything a hook server keeps between calls, built once by ``create_app`` and injected.
 
 The scheduler registry, the transports its schedulers name (the SSH connection pool), the
-shared status cache, the metrics and the clocks live in one ``Runtime``; nothing module-level
-holds state. Idle connections and the
-shared status of clusters nobody asks about any more are dropped on one schedule
-(``sweep``, run by the calls themselves at most every ``SWEEP_EVERY`` seconds, or every half
-``HPCBRIDGE_IDLE_SECONDS`` when that is shorter).
+shared status cache, the shares of the hook threads, the metrics and the clocks live in one
+``Runtime``; nothing module-level holds state. Idle connections and the shared status of
+clusters nobody asks about any more are dropped on one schedule (``sweep``, run by the calls
+themselves at most every ``SWEEP_EVERY`` seconds, or every half ``HPCBRIDGE_IDLE_SECONDS``
+when that is shorter).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hooks.admission import Admission
 from hooks.core.request import Policy
 from hooks.metrics import Metrics
 from hooks.schedulers import REGISTRY
@@ -45,6 +46,7 @@ class Runtime:
     transports: Mapping[TransportKind, Transport[Any]]
     """One transport of each kind the schedulers name."""
     cache: StatusCache
+    admission: Admission
     clock: Callable[[], datetime.datetime] = utcnow
     """The wall clock of status times; deadlines and ages use the monotonic clock."""
     _next_sweep: float = field(default=0.0, repr=False)
@@ -67,6 +69,8 @@ class Runtime:
             metrics=metrics,
             transports={kind: given.get(kind) or kind(settings, metrics) for kind in kinds},
             cache=StatusCache(metrics, ttl=settings.status_ttl, forget=settings.idle_seconds),
+            admission=Admission(route_share=settings.cluster_threads,
+                                namespace_share=settings.namespace_threads),
             clock=clock,
             _next_sweep=time.monotonic() + sweep_every(settings),
         )

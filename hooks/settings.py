@@ -1,5 +1,5 @@
-"""Hook-server settings, read once from the environment by the app factory and by the server's
-front (``hooks.server``: threads, read timeouts, body cap), and checked.
+"""Hook-server settings, read once from the environment by the app factory and by gunicorn's
+settings (``hooks.gunicorn_conf``: the threads), and checked.
 
 Some settings bound others: a submission guard with no job id is taken over after
 ``HPCBRIDGE_GUARD_STALE`` seconds, so that must exceed the longest a remote command can run
@@ -39,6 +39,10 @@ ENVIRONMENT = {
         "HPCBRIDGE_MAX_CHANNELS",
         "concurrent commands per SSH connection; keep it below sshd's MaxSessions (10)",
     ),
+    "max_connections": (
+        "HPCBRIDGE_MAX_CONNECTIONS",
+        "SSH connections kept open; a new one closes the least recently used idle one",
+    ),
     "guard_stale": (
         "HPCBRIDGE_GUARD_STALE",
         "seconds after which a submission guard without a job id is taken over",
@@ -57,15 +61,13 @@ ENVIRONMENT = {
     ),
     "cluster_threads": (
         "HPCBRIDGE_CLUSTER_THREADS",
-        "of those, the most that calls for one cluster (host and port) may hold at once",
+        "of those, the most that calls for one route (its jump hosts and login node) may hold at "
+        "once; a call beyond it is answered at once, its status kept, and synced again soon",
     ),
-    "header_timeout": (
-        "HPCBRIDGE_HEADER_TIMEOUT",
-        "seconds a client has for a request's head (on a new connection, with the TLS handshake)",
-    ),
-    "body_timeout": (
-        "HPCBRIDGE_BODY_TIMEOUT",
-        "seconds a client has for a request's body, from the end of its head",
+    "namespace_threads": (
+        "HPCBRIDGE_NAMESPACE_THREADS",
+        "of those, the most that calls for the BatchJobs of one namespace may hold at once; a "
+        "call beyond it is answered at once, its status kept, and synced again soon",
     ),
 }
 
@@ -79,6 +81,8 @@ class Settings:
     sync_budget: float = 25.0
     status_ttl: float = 5.0
     max_channels: int = 8
+    max_connections: int = 200
+    """Each is a thread and a file descriptor; far above the clusters and Secrets in use."""
     guard_stale: int = 120
     idle_seconds: float = 600.0
     max_body: int = 8 * 1024 * 1024
@@ -86,9 +90,9 @@ class Settings:
     threads: int = 64
     cluster_threads: int = 16
     """Above Metacontroller's concurrent syncs (``--workers``, 5 by default), so that only a
-    cluster that stalls makes its calls wait for one another."""
-    header_timeout: float = 10.0
-    body_timeout: float = 10.0
+    cluster that stalls has its calls answered without running."""
+    namespace_threads: int = 16
+    """As many: one namespace's calls never hold more than a quarter of the threads."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -101,9 +105,10 @@ class Settings:
                 f"HPCBRIDGE_COMMAND_TIMEOUT ({self.command_timeout:g} s) plus the {OVERRUN} s "
                 "a command may overrun it, or a sync could take over a submission that is "
                 "still running")
-        if self.cluster_threads > self.threads:
-            raise ValueError(f"HPCBRIDGE_CLUSTER_THREADS ({self.cluster_threads}) cannot exceed "
-                             f"HPCBRIDGE_THREADS ({self.threads})")
+        for share in ("cluster_threads", "namespace_threads"):
+            if getattr(self, share) > self.threads:
+                raise ValueError(f"{ENVIRONMENT[share][0]} ({getattr(self, share)}) cannot "
+                                 f"exceed HPCBRIDGE_THREADS ({self.threads})")
         if self.sync_budget < OVERRUN + 1:
             raise ValueError(f"HPCBRIDGE_SYNC_BUDGET ({self.sync_budget:g} s) leaves no time "
                              f"for a command, which may overrun its limit by {OVERRUN} s")

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,8 @@ from typing import Any
 
 import requests
 import yaml
+
+from tests.front import TlsFiles, nginx
 
 REPO = Path(__file__).resolve().parent.parent
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
@@ -54,26 +56,38 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(log: Path, **env: str) -> Iterator[str]:
+def serving(log: Path, *, tls: TlsFiles | None = None, front: Mapping[str, str] | None = None,
+            **env: str) -> Iterator[str]:
     """The hook server as `make run` starts it (gunicorn with the product's settings) on a free
     127.0.0.1 port, with ``env`` set and its output in ``log``: its URL, and the server stopped
-    by its PID on the way out. With ``HPCBRIDGE_TLS_CERT`` the URL is https, and the server is
-    awaited on its probes' port (``HPCBRIDGE_METRICS_PORT``), where /healthz is plain HTTP."""
+    by its PID on the way out. With ``tls`` or ``front`` (nginx directives to set, such as
+    ``client_header_timeout``), nginx runs in front of it as deploy/ runs it
+    (``tests.front``; https with ``tls``), the URL is nginx's, and the server is awaited on its
+    probes' port (``HPCBRIDGE_METRICS_PORT``, a free one unless given)."""
     port = free_port()
+    behind = tls is not None or front is not None
+    if behind:
+        env = {"HPCBRIDGE_METRICS_PORT": str(free_port()), **env}
     gunicorn = Path(sys.executable).with_name("gunicorn")
     with log.open("w") as sink:
         server = subprocess.Popen(
             [str(gunicorn), "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()"],
             cwd=REPO, env={**os.environ, "HOST": "127.0.0.1", "PORT": str(port), **env},
             stdout=sink, stderr=subprocess.STDOUT)
-    url = f"{'https' if env.get('HPCBRIDGE_TLS_CERT') else 'http'}://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}"
     probes = env.get("HPCBRIDGE_METRICS_PORT")
     try:
         try:
             wait_serving(f"http://127.0.0.1:{probes}" if probes else url)
         except RuntimeError as error:
             raise RuntimeError(f"{error}: {log.read_text()}") from None
-        yield url
+        if not behind:
+            yield url
+            return
+        directory = Path(tempfile.mkdtemp(prefix="nginx-", dir=log.parent))
+        front_port = free_port()
+        with nginx(directory, port=front_port, upstream=port, tls=tls, **(front or {})):
+            yield f"{'https' if tls else 'http'}://127.0.0.1:{front_port}"
     finally:
         server.terminate()
         server.wait(timeout=30)

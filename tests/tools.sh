@@ -2,7 +2,8 @@
 # The programs the static tests run that neither the virtualenv nor a fresh Debian machine has:
 # promtool (Debian's prometheus package) checks and unit-tests the alert rules, and kustomize
 # (Debian's kustomize package) checks that `kustomize edit set image` in deploy/ still reaches
-# the log Pods (the README's install needs kubectl alone). As root, installs
+# the log Pods (the README's install needs kubectl alone), and nginx (Debian's nginx-light
+# package) is the hooks' TLS front in the integration tests and the benchmark. As root, installs
 # the missing ones; otherwise only says what is missing (the tests then skip, or fail with
 # CI=true). kubectl, which renders the installs, comes with the machine; without it the tests
 # render with this kustomize. Debian packages go through tests/clusters/lib.sh's apt_install:
@@ -46,12 +47,14 @@ install_kustomize() {
 }
 
 if [ "$(id -u)" -ne 0 ]; then
-  for tool in promtool kustomize; do
+  for tool in promtool kustomize nginx; do
     have "$tool" || log "$tool is missing (as root, tests/tools.sh installs it): its static tests skip"
   done
   exit 0
 fi
 have promtool || apt_install prometheus
 have kustomize || install_kustomize
+have nginx || apt_install nginx-light
 have promtool || die "promtool is still missing after installing prometheus"
 have kustomize || die "kustomize is still missing"
+have nginx || die "nginx is still missing after installing nginx-light"

@@ -19,6 +19,9 @@ from hooks.core.status import Status
 FINALIZE_RESYNC = 3.0
 """Seconds until the next finalize call while the deletion waits for the cluster."""
 
+BUSY_RESYNC = 5.0
+"""Seconds until a call that found its route's or namespace's share taken is tried again."""
+
 
 def build(
     call: Call, new: Status, *, next_attempt_due: bool = False, finalized: bool | None = None,
@@ -42,6 +45,16 @@ def build(
     body = response.envelope(call.shape, status=raw, children=pods, resync=resync,
                              finalized=finalized)
     return Answer(body, new, tuple(notes), gave_up)
+
+
+def busy(call: Call) -> Answer:
+    """The answer to a call that could not run now (its route or its namespace holds its whole
+    share of the hook threads): the status as it was, and a sync again soon. Pure: no I/O."""
+    note = (f"{call.namespace}/{call.name}: its cluster's or namespace's share of the hook "
+            "threads is taken; trying again soon")
+    kept = build(call, call.previous, finalized=False if call.finalizing else None,
+                 notes=(note,))
+    return replace(kept, body={**kept.body, "resyncAfterSeconds": BUSY_RESYNC})
 
 
 def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:

@@ -28,7 +28,8 @@ class ShellTransport:
 
     def __init__(self, settings: Settings, metrics: Metrics, *,
                  pool: Connections | None = None) -> None:
-        self.pool = pool or Pool(metrics, max_channels=settings.max_channels)
+        self.pool = pool or Pool(metrics, max_channels=settings.max_channels,
+                                max_connections=settings.max_connections)
         self.connect_timeout = settings.connect_timeout
 
     def key(self, cluster: ClusterRef, access: Access) -> str:

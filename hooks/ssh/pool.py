@@ -11,7 +11,9 @@ per sync for the whole connect timeout). A host that did not answer as an SSH se
 any login (``errors.HostUnreachable``) is remembered for every credential set of the same
 route as well: one BatchJob's wait for a dead login node answers the others at once.
 ``evict_idle`` closes connections nobody used for a while (a rotated key's, say), so the pool
-holds only what is in use.
+holds only what is in use; and it holds at most ``max_connections`` targets' connections: a
+new one evicts the least recently used that no call holds (when every one is held, the pool
+grows beyond the bound until they are given back, which the hook threads bound).
 
 Jump hosts are pooled too: the connection to a jump host (keyed like a target, by its host,
 port, host-key choice, credentials and its own jump hosts) carries the tunnels of every pooled
@@ -25,23 +27,21 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
-from hooks.ssh.client import OVERRUN, Completed, Connection, Remote, Target
+from hooks.ssh.client import Connection, Remote, Target
 from hooks.ssh.login import connect_leg, jump_target
+from hooks.ssh.slots import Failed, HopSlot, PooledConnection, Slot
 
 Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | None], Connection]
 """Opens one leg of a route: ``(target, credentials, deadline, via, toward)`` as
 ``hooks.ssh.login.connect_leg`` takes them."""
-FAILED_SECONDS = 10.0
-"""How long a failed connect answers for its key without another attempt."""
 Address = tuple[str, int, tuple[str, ...]]
 """A host, its port, and the pool keys of the jump hosts it is reached through."""
 
@@ -85,91 +85,16 @@ def connect_pooled(
     return connect_leg(target, credentials, deadline=deadline, via=via, toward=toward)
 
 
-class PooledConnection:
-    """A shared connection: commands wait for a free channel (within their own deadline)."""
-
-    def __init__(self, conn: Connection, credential_key: str, max_channels: int,
-                 metrics: Metrics) -> None:
-        self.conn = conn
-        self.credential_key = credential_key
-        """Host, port and credential fingerprint: shared answers are keyed by it."""
-        self.target = conn.target
-        self.cluster = f"{conn.target.host}:{conn.target.port}"
-        self._channels = threading.BoundedSemaphore(max_channels)
-        self._metrics = metrics
-
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
-        with self._channel(argv, deadline):
-            return self.conn.run(argv, stdin=stdin, deadline=deadline)
-
-    def stream(
-        self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
-        deadline: Deadline,
-    ) -> tuple[int, bytes]:
-        with self._channel(argv, deadline):
-            return self.conn.stream(argv, sink, stdin=stdin, deadline=deadline)
-
-    @contextmanager
-    def _channel(self, argv: Sequence[str], deadline: Deadline) -> Iterator[None]:
-        """A free channel, waited for as long as the deadline leaves time for the command."""
-        with self._metrics.remote_command(self.cluster, argv):
-            if not self._channels.acquire(timeout=max(0.0, deadline.left() - OVERRUN - 1)):
-                raise errors.CommandTimeout(self.target.host,
-                                            f"no free SSH channel to {self.target.host}")
-            try:
-                yield
-            finally:
-                self._channels.release()
-
-
-@dataclass
-class _Failed:
-    """The memory of the last failed connect, answered while it is recent."""
-
-    failure: errors.SSHError | None = None
-    failed_at: float = 0.0
-
-    def recent_failure(self, host: str) -> errors.SSHError | None:
-        """The last attempt's failure while it is recent, for a call to ``host``."""
-        if self.failure is None or time.monotonic() - self.failed_at >= FAILED_SECONDS:
-            return None
-        return type(self.failure)(host, self.failure.message)
-
-    def failed(self, err: errors.SSHError) -> None:
-        # A copy without the traceback, which would keep every frame of the attempt alive.
-        self.failure, self.failed_at = type(err)(err.host, err.message), time.monotonic()
-
-
-@dataclass
-class _Slot(_Failed):
-    """One key's single-flight connect, its connection, and its login's last failure."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    used: float = 0.0
-    conn: PooledConnection | None = None
-    route: tuple[str, ...] = ()
-    """The keys of the jump host connections the target is reached through."""
-
-
-@dataclass
-class _HopSlot(_Failed):
-    """A jump host's single-flight connect, its connection, and its login's last failure (it
-    stays as long as a pooled target routes through it)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    hop: Connection | None = None
-    """The connection to a jump host, tunnelling for the targets behind it."""
-
-
 class Pool:
-    def __init__(self, metrics: Metrics, *, max_channels: int = 8,
+    def __init__(self, metrics: Metrics, *, max_channels: int = 8, max_connections: int = 200,
                  connector: Connector = connect_pooled) -> None:
         self.max_channels = max_channels
+        self.max_connections = max_connections
         self._metrics = metrics
         self._connector = connector
-        self._slots: dict[str, _Slot] = {}
-        self._hops: dict[str, _HopSlot] = {}
-        self._unreachable: dict[Address, _Failed] = {}
+        self._slots: dict[str, Slot] = {}
+        self._hops: dict[str, HopSlot] = {}
+        self._unreachable: dict[Address, Failed] = {}
         """By host, port and route (its jump hosts' keys): the last pre-login failure, for
         every login to that host; a slot remembers its own login's other failures."""
         self._lock = threading.Lock()
@@ -182,8 +107,22 @@ class Pool:
         key = pool_key(target, credentials)
         route = route_keys(target)
         with self._lock:
-            slot = self._slots.setdefault(key, _Slot())
+            evicted = self._make_room() if key not in self._slots else {}
+            slot = self._slots.setdefault(key, Slot())
             slot.used, slot.route = time.monotonic(), route
+            slot.users += 1
+            hops = self._unrouted_hops()
+        try:
+            self._close(evicted, hops)
+            yield from self._opened(slot, target, credentials, key, deadline)
+        finally:
+            with self._lock:
+                slot.users -= 1
+
+    def _opened(
+        self, slot: Slot, target: Target, credentials: Credentials, key: str,
+        deadline: Deadline,
+    ) -> Iterator[PooledConnection]:
         if not slot.lock.acquire(timeout=deadline.left()):
             raise errors.ClusterUnreachable(target.host, f"connecting to {target.host} stalled")
         try:
@@ -202,8 +141,42 @@ class Pool:
                 self._drop(slot, conn)
             raise
 
+    def _make_room(self) -> dict[str, Slot]:
+        """Under the lock, with the pool full: the least recently used slot no call holds,
+        taken out of the pool (none when every slot is held)."""
+        if len(self._slots) < self.max_connections:
+            return {}
+        idle = [(slot.used, key) for key, slot in self._slots.items() if not slot.users]
+        if not idle:
+            return {}
+        _, key = min(idle)
+        return {key: self._slots.pop(key)}
+
+    def _unrouted_hops(self) -> dict[str, HopSlot]:
+        """Under the lock: the jump hosts' slots no pooled target routes through any more,
+        taken out of the pool."""
+        routed = {hop for slot in self._slots.values() for hop in slot.route}
+        unused = {key: slot for key, slot in self._hops.items() if key not in routed}
+        for key in unused:
+            del self._hops[key]
+        return unused
+
+    def _close(self, slots: dict[str, Slot], hops: dict[str, HopSlot]) -> None:
+        """Close the connections of slots taken out of the pool; forget the clusters no
+        connection is left to."""
+        with self._lock:
+            kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
+        for slot in slots.values():
+            if slot.conn is not None:
+                slot.conn.conn.close()
+                if slot.conn.cluster not in kept:
+                    self._metrics.forget_cluster(slot.conn.cluster)
+        for hop_slot in hops.values():
+            if hop_slot.hop is not None:
+                hop_slot.hop.close()
+
     def _reopen(
-        self, slot: _Slot, target: Target, credentials: Credentials, key: str,
+        self, slot: Slot, target: Target, credentials: Credentials, key: str,
         deadline: Deadline,
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
@@ -229,7 +202,7 @@ class Pool:
         jump = target.jump[number]
         key = pool_key(hop, jump.credentials)
         with self._lock:
-            slot = self._hops.setdefault(key, _HopSlot())
+            slot = self._hops.setdefault(key, HopSlot())
         # Locks are taken from a target towards its first jump host only: no cycle.
         if not slot.lock.acquire(timeout=deadline.left()):
             raise errors.ClusterUnreachable(
@@ -252,7 +225,7 @@ class Pool:
             slot.lock.release()
 
     def _connect(
-        self, login: _Failed, address: Address, host: str, connect: Callable[[], Connection]
+        self, login: Failed, address: Address, host: str, connect: Callable[[], Connection]
     ) -> Connection:
         """``connect()``, or, while it is recent, the last failure of this login or of any
         login to the host at ``address`` that did not answer as an SSH server
@@ -268,7 +241,7 @@ class Pool:
             conn = connect()
         except errors.HostUnreachable as err:
             with self._lock:
-                self._unreachable.setdefault(address, _Failed()).failed(err)
+                self._unreachable.setdefault(address, Failed()).failed(err)
             raise
         except errors.SSHError as err:
             login.failed(err)
@@ -276,7 +249,7 @@ class Pool:
         login.failure = None
         return conn
 
-    def _drop(self, slot: _Slot, conn: PooledConnection) -> None:
+    def _drop(self, slot: Slot, conn: PooledConnection) -> None:
         with slot.lock:
             if slot.conn is conn:
                 slot.conn = None
@@ -288,25 +261,15 @@ class Pool:
         connection is left to; how many connections closed."""
         cutoff = time.monotonic() - idle_seconds
         with self._lock:
-            idle = {key: slot for key, slot in self._slots.items() if slot.used < cutoff}
+            idle = {key: slot for key, slot in self._slots.items()
+                    if slot.used < cutoff and not slot.users}
             for key in idle:
                 del self._slots[key]
-            routed = {hop for slot in self._slots.values() for hop in slot.route}
-            unused = {key: slot for key, slot in self._hops.items() if key not in routed}
-            for key in unused:
-                del self._hops[key]
-            kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
+            unused = self._unrouted_hops()
             for address, memory in list(self._unreachable.items()):
                 if memory.recent_failure("") is None:
                     del self._unreachable[address]
-        for slot in idle.values():
-            if slot.conn is not None:
-                slot.conn.conn.close()
-                if slot.conn.cluster not in kept:
-                    self._metrics.forget_cluster(slot.conn.cluster)
-        for hop_slot in unused.values():
-            if hop_slot.hop is not None:
-                hop_slot.hop.close()
+        self._close(idle, unused)
         return len(idle) + len(unused)
 
     def __len__(self) -> int:

@@ -1,9 +1,10 @@
-"""The hook server as deploy/ runs it: HTTPS with a private CA, Metacontroller's client
-certificate (mutual TLS, required by the handshake itself) and its bearer token, and the
-probes' port: /healthz and /metrics in plain HTTP, open to probes that present no certificate.
+"""The hook server as deploy/ runs it: nginx in front (deploy/base/nginx.conf) serving HTTPS
+with a private CA and requiring Metacontroller's client certificate, the app requiring its
+bearer token, and gunicorn's probes' port: /healthz and /metrics in plain HTTP, open to probes
+that present no certificate, and no hooks.
 
-gunicorn starts as the ``hook_server`` fixture starts it, plus the TLS settings; the CA and the
-certificates are made here, in a temporary directory. No test cluster is needed: the hook
+gunicorn and nginx start as ``tests.driver.serving`` starts them; the CA and the certificates
+are made here, in a temporary directory. No test cluster is needed: the hook
 called is customize, which answers without contacting one.
 """
 
@@ -29,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.driver import REPO, free_port, serving
+from tests.front import TlsFiles
 
 CUSTOMIZE = (REPO / "examples/requests/customize.json").read_bytes()
 JSON = {"Content-Type": "application/json"}
@@ -146,23 +148,20 @@ class Server:
 
 
 HEADER_TIMEOUT = 2.0
-"""The server's HPCBRIDGE_HEADER_TIMEOUT here: a stalled handshake is cut off after it."""
-
-
-def tls_env(pki: Pki, metrics_port: int) -> dict[str, str]:
-    return {"HPCBRIDGE_LOG_IMAGE": "hpcbridge:test",
-            "HPCBRIDGE_HEADER_TIMEOUT": str(HEADER_TIMEOUT),
-            "HPCBRIDGE_TLS_CERT": str(pki.server.cert), "HPCBRIDGE_TLS_KEY": str(pki.server.key),
-            "HPCBRIDGE_TLS_CLIENT_CA": str(pki.ca.cert),
-            "HPCBRIDGE_AUTH_TOKEN_FILE": str(pki.token),
-            "HPCBRIDGE_METRICS_PORT": str(metrics_port)}
+"""nginx's client_header_timeout here: a stalled handshake is cut off after it."""
+NO_CERTIFICATE = {"error": "Bad Request",
+                  "message": "HTTPS with a client certificate that the hooks trust is required"}
+"""nginx's answer to a client without a trusted certificate: the app is never asked."""
 
 
 @pytest.fixture(scope="module")
 def server(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     metrics_port = free_port()
     log = tmp_path_factory.mktemp("hooks-tls") / "gunicorn.log"
-    with serving(log, **tls_env(pki, metrics_port)) as url:
+    tls = TlsFiles(pki.server.cert, pki.server.key, pki.ca.cert)
+    with serving(log, tls=tls, front={"client_header_timeout": f"{HEADER_TIMEOUT:g}s"},
+                 HPCBRIDGE_LOG_IMAGE="hpcbridge:test", HPCBRIDGE_AUTH_TOKEN_FILE=str(pki.token),
+                 HPCBRIDGE_METRICS_PORT=str(metrics_port)) as url:
         yield Server(url, f"http://127.0.0.1:{metrics_port}", int(url.rsplit(":", 1)[1]), pki)
     server_log = log.read_text()
     assert "Traceback" not in server_log, server_log
@@ -205,12 +204,13 @@ def test_a_hook_call_with_certificate_and_token_is_answered(server: Server) -> N
 
 
 @pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize", "/healthz"])
-def test_a_client_without_a_certificate_fails_the_handshake(server: Server, path: str) -> None:
-    """The TLS layer itself requires the certificate: such a client never reaches HTTP."""
-    with pytest.raises(requests.exceptions.ConnectionError):
-        requests.post(f"{server.url}{path}", data=CUSTOMIZE,
-                      headers={**JSON, "Authorization": f"Bearer {TOKEN}"},
-                      verify=str(server.pki.ca.cert), timeout=10)
+def test_a_client_without_a_certificate_is_refused_by_the_front(server: Server,
+                                                                  path: str) -> None:
+    """nginx requires the certificate: such a client never reaches the app."""
+    answer = requests.post(f"{server.url}{path}", data=CUSTOMIZE,
+                           headers={**JSON, "Authorization": f"Bearer {TOKEN}"},
+                           verify=str(server.pki.ca.cert), timeout=10)
+    assert (answer.status_code, answer.json()) == (400, NO_CERTIFICATE)
 
 
 def test_a_stalled_handshake_is_cut_off_after_the_header_timeout(server: Server) -> None:
@@ -238,21 +238,21 @@ def test_a_hook_call_without_the_token_is_refused(
         assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
 
 
-def test_a_client_certificate_from_another_ca_fails_the_handshake(server: Server) -> None:
-    with pytest.raises(requests.exceptions.ConnectionError):
-        customize(server, cert=server.pki.other_client)
+def test_a_client_certificate_from_another_ca_is_refused_by_the_front(server: Server) -> None:
+    answer = customize(server, cert=server.pki.other_client)
+    assert (answer.status_code, answer.json()) == (400, NO_CERTIFICATE)
 
 
 def test_the_serving_certificate_is_no_client_certificate(server: Server) -> None:
     """Signed by the right CA, but for server authentication only (its extended key usage)."""
-    with pytest.raises(requests.exceptions.ConnectionError):
-        customize(server, cert=server.pki.server)
+    answer = customize(server, cert=server.pki.server)
+    assert (answer.status_code, answer.json()) == (400, NO_CERTIFICATE)
 
 
-def test_plain_http_to_the_tls_port_gets_no_answer(server: Server) -> None:
-    with pytest.raises(requests.exceptions.ConnectionError):
-        requests.post(f"http://127.0.0.1:{server.port}/customize", data=CUSTOMIZE,
-                      headers={**JSON, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+def test_plain_http_to_the_tls_port_is_refused_by_the_front(server: Server) -> None:
+    answer = requests.post(f"http://127.0.0.1:{server.port}/customize", data=CUSTOMIZE,
+                           headers={**JSON, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert (answer.status_code, answer.json()) == (400, NO_CERTIFICATE)
 
 
 def metric(text: str, name: str, labels: str) -> float:
@@ -272,9 +272,11 @@ def test_the_metrics_port_serves_the_hooks_registry_in_plain_http(server: Server
 
 
 def test_the_metrics_port_serves_no_hooks(server: Server) -> None:
-    answer = requests.post(f"{server.metrics_url}/customize", data=CUSTOMIZE, headers=JSON,
-                           timeout=10)
-    assert answer.status_code == 405
+    """Not even with the token: the hooks are served behind the front only."""
+    answer = requests.post(f"{server.metrics_url}/customize", data=CUSTOMIZE,
+                           headers={**JSON, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert answer.status_code == 404
+    assert answer.json()["message"] == "the probes' port serves /healthz and /metrics only"
 
 
 def served_certificate(server: Server) -> x509.Certificate:
@@ -301,21 +303,12 @@ def test_a_renewed_serving_certificate_is_used_without_a_restart(server: Server)
     assert customize(server, cert=pki.client).ok
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    pytest.param({"HPCBRIDGE_TLS_CERT": "/x.crt"},
-                 "set HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY together, or neither", id="no-key"),
-    pytest.param({"HPCBRIDGE_TLS_CLIENT_CA": "/ca.crt"},
-                 "HPCBRIDGE_TLS_CLIENT_CA needs HPCBRIDGE_TLS_CERT and HPCBRIDGE_TLS_KEY",
-                 id="client-ca-without-tls"),
-    pytest.param({"HPCBRIDGE_METRICS_PORT": "8080", "PORT": "8080"},
-                 "HPCBRIDGE_METRICS_PORT='8080' is not a free port number beside PORT",
-                 id="metrics-on-the-hook-port"),
-])
-def test_incomplete_tls_settings_stop_the_server(settings: dict[str, str], message: str) -> None:
+def test_the_probes_port_on_the_hook_port_stops_the_server() -> None:
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("HPCBRIDGE_TLS_", "HPCBRIDGE_METRICS_"))}
+           if not key.startswith("HPCBRIDGE_METRICS_")}
     done = subprocess.run([sys.executable, "-c", "import hooks.gunicorn_conf"], cwd=REPO,
-                          env={**env, **settings}, capture_output=True, text=True, timeout=60,
-                          check=False)
+                          env={**env, "HPCBRIDGE_METRICS_PORT": "8080", "PORT": "8080"},
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
+    message = "HPCBRIDGE_METRICS_PORT='8080' is not a free port number beside PORT"
     assert f"ValueError: {message}" in done.stderr

@@ -25,20 +25,9 @@ DEPLOYMENT_SETTINGS = [
     pytest.param("spec.template.metadata.labels", LABELS, id="pod-labels"),
     pytest.param(f"{HOOKS}.image", IMAGE, id="image"),
     pytest.param(f"{HOOKS}.command", None, id="image-cmd"),
-    pytest.param(f"{HOOKS}.env.[name=HOST].value", "0.0.0.0", id="env-host"),
+    pytest.param(f"{HOOKS}.env.[name=HOST].value", "127.0.0.1", id="env-host"),
     pytest.param(f"{HOOKS}.env.[name=PORT].value", "8080", id="env-port"),
     pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_LOG_IMAGE].value", IMAGE, id="env-log-image"),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_CERT].value", "/etc/hpcbridge/tls/tls.crt", id="tls-cert"
-    ),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_KEY].value", "/etc/hpcbridge/tls/tls.key", id="tls-key"
-    ),
-    pytest.param(
-        f"{HOOKS}.env.[name=HPCBRIDGE_TLS_CLIENT_CA].value",
-        "/etc/hpcbridge/tls/ca.crt",
-        id="tls-client-ca",
-    ),
     pytest.param(
         f"{HOOKS}.env.[name=HPCBRIDGE_AUTH_TOKEN_FILE].value",
         "/etc/hpcbridge/token/token",
@@ -47,10 +36,7 @@ DEPLOYMENT_SETTINGS = [
     pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_METRICS_PORT].value", "9090", id="metrics-port"),
     pytest.param(
         f"{HOOKS}.ports",
-        [
-            {"name": "https", "containerPort": 8080, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
-        ],
+        [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
         id="ports",
     ),
     pytest.param(
@@ -92,7 +78,6 @@ DEPLOYMENT_SETTINGS = [
         f"{HOOKS}.volumeMounts",
         [
             {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "tls", "mountPath": "/etc/hpcbridge/tls", "readOnly": True},
             {"name": "token", "mountPath": "/etc/hpcbridge/token", "readOnly": True},
         ],
         id="mounts",
@@ -101,6 +86,8 @@ DEPLOYMENT_SETTINGS = [
         f"{POD_SPEC}.volumes",
         [
             {"name": "tmp", "emptyDir": {}},
+            {"name": "nginx-tmp", "emptyDir": {}},
+            {"name": "nginx", "configMap": {"name": "hpcbridge-nginx"}},
             {
                 "name": "tls",
                 "secret": {

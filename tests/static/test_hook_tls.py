@@ -118,8 +118,9 @@ def test_hook_urls_reach_the_tls_port_under_the_certificate_name(
     deployment = select(docs, {"kind": "Deployment", "name": "hpcbridge-hooks"})
     serving = select(docs, {"kind": "Certificate", "name": "hpcbridge-hooks-tls"})
     (https,) = (port for port in service["spec"]["ports"] if port["name"] == "https")
-    container_port = field(deployment, f"{HOOKS}.ports.[name={https['targetPort']}].containerPort")
-    assert str(container_port) == field(deployment, f"{HOOKS}.env.[name=PORT].value")
+    nginx = "spec.template.spec.containers.[name=nginx]"
+    container_port = field(deployment, f"{nginx}.ports.[name={https['targetPort']}].containerPort")
+    assert f"listen {container_port} ssl;" in (REPO / "deploy/base/nginx.conf").read_text()
     assert f"{service['metadata']['name']}.{NAMESPACE}.svc" == SERVICE_HOST
     assert SERVICE_HOST in serving["spec"]["dnsNames"]
     for webhook in webhooks(docs):
@@ -135,12 +136,7 @@ def test_the_deployment_reads_tls_and_token_from_read_only_secret_mounts(render:
     (container,) = (c for c in field(deployment, f"{POD_SPEC}.containers") if c["name"] == "hooks")
     env = {item["name"]: item.get("value") for item in container["env"]}
     volumes = {volume["name"]: volume for volume in field(deployment, f"{POD_SPEC}.volumes")}
-    for name in (
-        "HPCBRIDGE_TLS_CERT",
-        "HPCBRIDGE_TLS_KEY",
-        "HPCBRIDGE_TLS_CLIENT_CA",
-        "HPCBRIDGE_AUTH_TOKEN_FILE",
-    ):
+    for name in ("HPCBRIDGE_AUTH_TOKEN_FILE",):
         path = Path(env[name])
         (mount,) = (m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent)
         assert mount["readOnly"] is True

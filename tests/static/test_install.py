@@ -32,6 +32,7 @@ def test_install_objects(install: str, render: Render) -> None:
         [
             ("Namespace", NAMESPACE),
             ("ServiceAccount", "hpcbridge-hooks"),
+            ("ConfigMap", "hpcbridge-nginx"),
             ("Deployment", "hpcbridge-hooks"),
             ("Service", "hpcbridge-hooks"),
             ("PodDisruptionBudget", "hpcbridge-hooks"),

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.static.install import (
-    HOOKS,
     INSTALLS,
     LABELS,
+    POD_SPEC,
     copy_install_dirs,
     operations_section,
     render_install,
@@ -50,7 +50,8 @@ def test_network_policy(install: str, render: Render) -> None:
     assert policy["spec"]["podSelector"]["matchLabels"] == field(
         deployment, "spec.template.metadata.labels"
     )
-    names = {port["name"] for port in field(deployment, f"{HOOKS}.ports")}
+    names = {port["name"] for container in field(deployment, f"{POD_SPEC}.containers")
+             for port in container["ports"]}
     assert {port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]} == names
 
 

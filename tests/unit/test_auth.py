@@ -1,6 +1,6 @@
-"""hooks.auth: the bearer token and the client certificate a hook call must bring, and the
-app's check of them (every view but /healthz and /metrics). TLS itself is tested end to end in
-tests/integration/test_tls.py."""
+"""hooks.auth: the bearer token a hook call must bring and the probes' port it must not come
+to, and the app's check of them (every view but /healthz and /metrics). TLS and the client
+certificate, nginx's, are tested end to end in tests/integration/test_tls.py."""
 
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ TOKEN = b"0123456789abcdef"
 
 
 Connection = dict[str, Any]
-"""What the app sees of a connection: the WSGI environ keys the server sets for it."""
+"""What the app sees of a connection: the WSGI environ keys gunicorn sets for it."""
 
-VERIFIED: Connection = {
-    auth.PEER_CERTIFICATE: {"subject": ((("commonName", "metacontroller"),),)}}
-NO_CERTIFICATE: Connection = {}
+HOOK_PORT: Connection = {"SERVER_PORT": "8080"}
+PROBES_PORT: Connection = {"SERVER_PORT": "9090"}
 
 
 @pytest.mark.parametrize(("header", "allowed"), [
@@ -70,40 +69,45 @@ def test_an_unusable_token_file_stops_the_app(
         auth.read_token(str(path))
 
 
-@pytest.mark.parametrize(("environ", "presented"), [
-    pytest.param(VERIFIED, True, id="verified"),
-    pytest.param(NO_CERTIFICATE, False, id="none-presented"),
-    pytest.param({auth.PEER_CERTIFICATE: {}}, False, id="not-verified"),
-    pytest.param({auth.PEER_CERTIFICATE: None}, False, id="none"),
-    pytest.param({auth.PEER_CERTIFICATE: "CN=metacontroller"}, False, id="not-a-certificate"),
+@pytest.mark.parametrize(("env", "port"), [
+    pytest.param({}, None, id="unset"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "9090"}, "9090", id="set"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "09090"}, "9090", id="leading-zero"),
 ])
-def test_presented_certificate(environ: dict[str, Any], presented: bool) -> None:
-    assert auth.presented_certificate(environ) is presented
+def test_probes_port(env: dict[str, str], port: str | None) -> None:
+    assert auth.probes_port(env) == port
+
+
+@pytest.mark.parametrize("env", [
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "8080"}, id="the-hook-port"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "9090", "PORT": "9090"}, id="the-hook-port-set"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "0"}, id="zero"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "65536"}, id="too-large"),
+    pytest.param({"HPCBRIDGE_METRICS_PORT": "metrics"}, id="a-name"),
+])
+def test_a_probes_port_that_is_no_free_port_is_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="is not a free port number beside PORT"):
+        auth.probes_port(env)
 
 
 def test_policy_from_env(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_bytes(TOKEN)
-    assert auth.Policy.from_env({}) == auth.Policy(None, client_certificate=False)
+    assert auth.Policy.from_env({}) == auth.Policy(None, probes_port=None)
     policy = auth.Policy.from_env({"HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
-                                   "HPCBRIDGE_TLS_CLIENT_CA": "/etc/hpcbridge/tls/ca.crt"})
-    assert policy == auth.Policy(TOKEN, client_certificate=True)
+                                   "HPCBRIDGE_METRICS_PORT": "9090"})
+    assert policy == auth.Policy(TOKEN, probes_port="9090")
     assert TOKEN.decode() not in repr(policy)
 
 
-def test_policy_refusal_checks_the_certificate_first() -> None:
-    policy = auth.Policy(TOKEN, client_certificate=True)
-    good = "Bearer " + TOKEN.decode()
-    assert policy.refusal(good, VERIFIED) is None
-    assert policy.refusal(good, NO_CERTIFICATE) == (
-        "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, NO_CERTIFICATE) == (
-        "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, VERIFIED) == (
-        "an Authorization: Bearer token is required")
-    assert policy.refusal("Bearer x", VERIFIED) == (
-        "the bearer token is not the one the hooks accept")
-    assert auth.Policy().refusal(None, {}) is None
+def test_policy_refusal() -> None:
+    policy = auth.Policy(TOKEN, probes_port="9090")
+    assert policy.refusal("Bearer " + TOKEN.decode()) is None
+    assert policy.refusal(None) == "an Authorization: Bearer token is required"
+    assert policy.refusal("Bearer x") == "the bearer token is not the one the hooks accept"
+    assert auth.Policy().refusal(None) is None
+    assert (policy.on_probes_port(PROBES_PORT), policy.on_probes_port(HOOK_PORT)) == (True, False)
+    assert auth.Policy().on_probes_port(PROBES_PORT) is False
 
 
 # --- the app -------------------------------------------------------------------------------
@@ -115,47 +119,55 @@ def secured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FlaskClient:
     path = tmp_path / "token"
     path.write_bytes(TOKEN + b"\n")
     monkeypatch.setenv("HPCBRIDGE_AUTH_TOKEN_FILE", str(path))
-    monkeypatch.setenv("HPCBRIDGE_TLS_CLIENT_CA", "/etc/hpcbridge/tls/ca.crt")
+    monkeypatch.setenv("HPCBRIDGE_METRICS_PORT", "9090")
     return create_app(runtime=runtime()).test_client()
 
 
-def call(client: FlaskClient, path: str, *, connection: Connection = VERIFIED,
+def call(client: FlaskClient, path: str, *, connection: Connection = HOOK_PORT,
          authorization: str | None = "Bearer " + TOKEN.decode()) -> Any:
     headers = {"Authorization": authorization} if authorization else {}
-    return client.post(path, json=CUSTOMIZE, headers=headers, environ_base=connection)
+    return client.post(path, json=CUSTOMIZE, headers=headers,
+                       base_url=f"http://localhost:{connection['SERVER_PORT']}")
 
 
-def test_the_app_answers_a_call_with_certificate_and_token(secured: FlaskClient) -> None:
+def test_the_app_answers_a_call_with_the_token(secured: FlaskClient) -> None:
     answer = call(secured, "/customize")
     assert answer.status_code == 200
     assert answer.json["relatedResources"][0]["resource"] == "secrets"
 
 
 @pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize", "/nowhere"])
-@pytest.mark.parametrize(("connection", "authorization"), [
-    pytest.param(NO_CERTIFICATE, "Bearer " + TOKEN.decode(), id="no-certificate"),
-    pytest.param(VERIFIED, None, id="no-token"),
-    pytest.param(VERIFIED, "Bearer wrong", id="wrong-token"),
+@pytest.mark.parametrize("authorization", [
+    pytest.param(None, id="no-token"),
+    pytest.param("Bearer wrong", id="wrong-token"),
 ])
 def test_the_app_refuses_other_calls_with_a_json_401(
-        secured: FlaskClient, path: str, connection: Connection, authorization: str | None
-) -> None:
-    answer = call(secured, path, connection=connection, authorization=authorization)
+        secured: FlaskClient, path: str, authorization: str | None) -> None:
+    answer = call(secured, path, authorization=authorization)
     assert answer.status_code == 401
     assert answer.json["error"] == "unauthorized"
     assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
 
 
+@pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize"])
+def test_the_probes_port_serves_no_hooks_even_with_the_token(secured: FlaskClient,
+                                                              path: str) -> None:
+    answer = call(secured, path, connection=PROBES_PORT)
+    assert answer.status_code == 404
+    assert answer.json == {"error": "not found",
+                           "message": "the probes' port serves /healthz and /metrics only"}
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/metrics"])
 def test_healthz_and_metrics_stay_open(secured: FlaskClient, path: str) -> None:
-    answer = secured.get(path, environ_base=NO_CERTIFICATE)
+    answer = secured.get(path, base_url="http://localhost:9090")
     assert answer.status_code == 200
 
 
 def test_without_the_settings_the_app_asks_for_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """`make run`: plain HTTP, no token."""
     monkeypatch.delenv("HPCBRIDGE_AUTH_TOKEN_FILE", raising=False)
-    monkeypatch.delenv("HPCBRIDGE_TLS_CLIENT_CA", raising=False)
+    monkeypatch.delenv("HPCBRIDGE_METRICS_PORT", raising=False)
     client = create_app(runtime=runtime()).test_client()
     assert client.post("/customize", json=CUSTOMIZE).status_code == 200
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gc
 import importlib
 import logging
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from hooks import gunicorn_conf
 from hooks.settings import Settings
@@ -26,11 +28,13 @@ def restored_logging() -> Iterator[None]:
     gc.unfreeze()
 
 
-def test_one_process_with_the_front_by_default() -> None:
-    """One worker process, whose front runs the hooks in threads (hooks.server)."""
-    assert (gunicorn_conf.worker_class, gunicorn_conf.workers) == ("hooks.server.Worker", 1)
+def test_one_threaded_process_by_default() -> None:
+    """One worker process that runs the hooks in HPCBRIDGE_THREADS threads (gunicorn's
+    gthread): one route or namespace holds at most half of them."""
+    assert (gunicorn_conf.worker_class, gunicorn_conf.workers) == ("gthread", 1)
     settings = Settings()
-    assert settings.threads >= 2 * settings.cluster_threads >= 2 * 8
+    assert gunicorn_conf.threads == settings.threads
+    assert settings.threads >= 2 * max(settings.cluster_threads, settings.namespace_threads)
 
 
 def test_the_probes_port_is_bound_beside_the_hook_port(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,3 +84,16 @@ def test_per_call_records_are_shown_in_json_and_at_debug(
     monkeypatch.setattr(gunicorn_conf, "loglevel", level)
     gunicorn_conf.post_worker_init(object())
     assert logging.getLogger("hooks.calls").isEnabledFor(logging.INFO) is shown
+
+
+def test_the_access_log_records_no_part_of_a_basic_credential(tmp_path: Path) -> None:
+    log = tmp_path / "gunicorn.log"
+    credential = base64.b64encode(b"alice-the-user:her-password").decode()
+    with serving(log, HPCBRIDGE_ACCESS_LOG="-") as url:
+        answer = requests.get(f"{url}/healthz", headers={"Authorization": f"Basic {credential}"},
+                              timeout=10)
+    assert answer.ok
+    text = log.read_text()
+    assert '"GET /healthz HTTP/1.1" 200' in text, text
+    assert "alice-the-user" not in text
+    assert "her-password" not in text and credential not in text

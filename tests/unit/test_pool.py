@@ -311,3 +311,50 @@ def test_closing_the_pool_closes_the_jump_hosts_too() -> None:
     use(shared, behind("login1.hpc"))
     shared.close()
     assert all(transport.closed for transport in connector.made)
+
+
+def test_a_full_pool_closes_the_least_recently_used_connection_no_call_holds() -> None:
+    connector = Connector()
+    shared = Pool(Metrics(), max_connections=3, connector=connector)
+    logins = [Credentials(f"user{n}", password="p") for n in range(5)]
+    for creds in logins[:3]:
+        with shared.open(TARGET, creds, deadline=Deadline.after(5)):
+            pass
+    with shared.open(TARGET, logins[0], deadline=Deadline.after(5)):  # used again: not the LRU
+        pass
+    with shared.open(TARGET, logins[3], deadline=Deadline.after(5)):
+        pass
+    assert len(shared) == 3
+    assert [t.closed for t in connector.made] == [False, True, False, False]
+    with shared.open(TARGET, logins[2], deadline=Deadline.after(5)), \
+            shared.open(TARGET, logins[4], deadline=Deadline.after(5)):
+        pass  # logins[2], held meanwhile, is not the one closed: logins[0] is
+    assert [t.closed for t in connector.made] == [True, True, False, False, False]
+    assert len(shared) == 3
+
+
+def test_a_full_pool_whose_connections_are_all_held_grows_until_they_are_given_back() -> None:
+    connector = Connector()
+    shared = Pool(Metrics(), max_connections=1, connector=connector)
+    alice, bob = Credentials("alice", password="a"), Credentials("bob", password="b")
+    with shared.open(TARGET, alice, deadline=Deadline.after(5)), \
+            shared.open(TARGET, bob, deadline=Deadline.after(5)):
+        assert len(shared) == 2
+    with shared.open(TARGET, Credentials("carol", password="c"), deadline=Deadline.after(5)):
+        pass
+    assert len(shared) == 2  # one of the two given back was closed
+    assert sum(t.closed for t in connector.made) == 1
+
+
+def test_evicting_the_last_target_behind_a_jump_host_closes_its_connection() -> None:
+    connector = Connector()
+    shared = Pool(Metrics(), max_connections=1, connector=connector)
+    creds = Credentials("alice", password="a")
+    behind = Target("inner", 22, jump=(Jump("bastion", 22, False, creds),))
+    with shared.open(behind, creds, deadline=Deadline.after(5)):
+        pass
+    assert shared.jump_hosts == 1
+    with shared.open(TARGET, creds, deadline=Deadline.after(5)):
+        pass
+    assert (shared.jump_hosts, len(shared)) == (0, 1)
+    assert [conn.transport.closed for conn in connector.connections["bastion"]] == [True]
