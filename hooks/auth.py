@@ -1,6 +1,6 @@
 """Who may call the hooks: Metacontroller's bearer token and its client certificate.
 
-Two settings, read once when the app is built (``Policy.from_env``), each on its own:
+Two settings, read once when the app is built (``ClientRequirements.from_env``), each on its own:
 
 * ``HPCBRIDGE_AUTH_TOKEN_FILE`` names a file that holds the token (whitespace around it is
   ignored, as Metacontroller trims the value it sends). A hook call must carry
@@ -13,7 +13,7 @@ Two settings, read once when the app is built (``Policy.from_env``), each on its
   over a connection whose certificate the handshake verified. Unset: no certificate is asked
   for.
 
-The app applies the policy to every view but ``/healthz`` and ``/metrics``. Standard library
+The app applies the requirements to every view but ``/healthz`` and ``/metrics``. Standard library
 only.
 """
 
@@ -72,7 +72,7 @@ def presented_certificate(environ: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class Policy:
+class ClientRequirements:
     """What a hook call must bring: the bearer token (if ``token``) and a verified client
     certificate (if ``client_certificate``)."""
 
@@ -80,7 +80,7 @@ class Policy:
     client_certificate: bool = False
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Policy:
+    def from_env(cls, env: Mapping[str, str]) -> ClientRequirements:
         path = env.get(TOKEN_FILE)
         return cls(token=read_token(path) if path else None,
                    client_certificate=bool(env.get(CLIENT_CA)))

@@ -81,29 +81,31 @@ def test_presented_certificate(environ: dict[str, Any], presented: bool) -> None
     assert auth.presented_certificate(environ) is presented
 
 
-def test_policy_from_env(tmp_path: Path) -> None:
+def test_client_requirements_from_env(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_bytes(TOKEN)
-    assert auth.Policy.from_env({}) == auth.Policy(None, client_certificate=False)
-    policy = auth.Policy.from_env({"HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
-                                   "HPCBRIDGE_TLS_CLIENT_CA": "/etc/hpcbridge/tls/ca.crt"})
-    assert policy == auth.Policy(TOKEN, client_certificate=True)
-    assert TOKEN.decode() not in repr(policy)
+    assert auth.ClientRequirements.from_env({}) == auth.ClientRequirements(
+        None, client_certificate=False)
+    required = auth.ClientRequirements.from_env({
+        "HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
+        "HPCBRIDGE_TLS_CLIENT_CA": "/etc/hpcbridge/tls/ca.crt"})
+    assert required == auth.ClientRequirements(TOKEN, client_certificate=True)
+    assert TOKEN.decode() not in repr(required)
 
 
-def test_policy_refusal_checks_the_certificate_first() -> None:
-    policy = auth.Policy(TOKEN, client_certificate=True)
+def test_the_refusal_checks_the_certificate_first() -> None:
+    required = auth.ClientRequirements(TOKEN, client_certificate=True)
     good = "Bearer " + TOKEN.decode()
-    assert policy.refusal(good, VERIFIED) is None
-    assert policy.refusal(good, NO_CERTIFICATE) == (
+    assert required.refusal(good, VERIFIED) is None
+    assert required.refusal(good, NO_CERTIFICATE) == (
         "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, NO_CERTIFICATE) == (
+    assert required.refusal(None, NO_CERTIFICATE) == (
         "a client certificate signed by the hooks' client CA is required")
-    assert policy.refusal(None, VERIFIED) == (
+    assert required.refusal(None, VERIFIED) == (
         "an Authorization: Bearer token is required")
-    assert policy.refusal("Bearer x", VERIFIED) == (
+    assert required.refusal("Bearer x", VERIFIED) == (
         "the bearer token is not the one the hooks accept")
-    assert auth.Policy().refusal(None, {}) is None
+    assert auth.ClientRequirements().refusal(None, {}) is None
 
 
 # --- the app -------------------------------------------------------------------------------
