@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hooks.core.request import customize, named_objects
+from tests.unit.builders import config_map, request, secret
 from tests.unit.conftest import UID, call
-from tests.unit.site_requests import config_map, request, secret
 
 FULL_SPEC = {
     "cluster": {"host": "login", "secretRef": {"name": "login"},

@@ -35,8 +35,8 @@ from hooks.runtime import Runtime
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
+from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import IMAGE, NOW, UID
-from tests.unit.site_requests import HOST_KEY
 
 
 @dataclass

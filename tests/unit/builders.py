@@ -2,7 +2,7 @@
 requests with usable Secrets and ConfigMaps, and a driver that answers the effects a decision
 yields with results the test fabricates.
 
-Tests import the plain functions (``from tests.unit.site_requests import request``).
+Tests import the plain functions (``from tests.unit.builders import request``).
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ from hooks.core.model import (
 )
 from hooks.core.spec import digest
 from hooks.core.status import Status
-from tests.unit.conftest import UID, call
-from tests.unit.site_requests import (
+from tests.unit.builders import (
     LOGIN,
     Loop,
     Run,
@@ -50,6 +49,7 @@ from tests.unit.site_requests import (
     request,
     secret,
 )
+from tests.unit.conftest import UID, call
 
 SUBMITTED: dict[type, Any] = {Submit: SubmitOutcome(SubmitAnswer.SUBMITTED, "500")}
 DOWN = Trouble(Reason.CLUSTER_UNREACHABLE, "Connection refused.")
