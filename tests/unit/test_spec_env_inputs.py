@@ -1,170 +1,17 @@
-"""Spec validation of jump hosts, workDir, env, inputs, suspend and activeDeadlineSeconds: what
-each accepts, and the one sentence naming the field for what it refuses; the digest that
-makes an attempt; the names an input may not take."""
+"""Spec validation of env and inputs: what each accepts, and the one sentence naming the field
+for what it refuses; the names an input may not take."""
 
 from __future__ import annotations
-
-import os
-import re
-import subprocess
-import sys
-from dataclasses import dataclass, field, make_dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hooks.core.fields import SpecError
-from hooks.core.layout import MAX_JUMPS, relative_path, reserved_file
-from hooks.core.model import DEFAULT_WORK_DIR, ClusterRef, EnvVar, Hop, Input, ObjectKey
-from hooks.core.spec import MAX_ENV, MAX_INPUTS, _essence, digest, parse
+from hooks.core.layout import relative_path, reserved_file
+from hooks.core.model import EnvVar, Input, ObjectKey
+from hooks.core.spec import MAX_ENV, MAX_INPUTS, parse
 from hooks.schedulers import REGISTRY
-from tests.unit.conftest import raw_spec, spec_of
+from tests.unit.conftest import raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming
-
-REPO = Path(__file__).resolve().parents[2]
-LOGIN = {"host": "login.hpc.example.org", "secretRef": {"name": "hpc-login"}}
-
-
-def cluster(**fields: Any) -> dict[str, Any]:
-    return {**LOGIN, **fields}
-
-
-def refused(**fields: Any) -> str:
-    with pytest.raises(SpecError) as caught:
-        spec_of(raw_spec(**fields))
-    return str(caught.value)
-
-
-# --- jump hosts ----------------------------------------------------------------------------------
-
-
-def test_jump_hosts_in_order_with_their_defaults() -> None:
-    parsed = spec_of(raw_spec(cluster=cluster(jump=[
-        {"host": "bastion.example.org"},
-        {"host": "10.0.0.7", "port": 2222, "secretRef": {"name": "inner-hop"},
-         "insecureSkipHostKeyCheck": True},
-    ]))).cluster
-    assert parsed.jump == (
-        Hop("bastion.example.org", 22, "hpc-login", False),
-        Hop("10.0.0.7", 2222, "inner-hop", True),
-    )
-    assert parsed.secret_names == ("hpc-login", "inner-hop")
-
-
-def test_no_jump_is_an_empty_route() -> None:
-    assert spec_of(raw_spec()).cluster.jump == ()
-    assert spec_of(raw_spec(cluster=cluster(jump=[]))).cluster.jump == ()
-
-
-def test_secret_names_list_each_secret_once_the_login_nodes_first() -> None:
-    ref = ClusterRef("h", 22, "login", False, jump=(
-        Hop("a", 22, "hop"), Hop("b", 22, "login"), Hop("c", 22, "hop")))
-    assert ref.secret_names == ("login", "hop")
-
-
-def test_three_jump_hosts_are_allowed() -> None:
-    hops = [{"host": f"hop{i}.example.org"} for i in range(MAX_JUMPS)]
-    assert len(spec_of(raw_spec(cluster=cluster(jump=hops))).cluster.jump) == MAX_JUMPS
-
-
-@pytest.mark.parametrize(
-    ("jump", "field"),
-    [
-        pytest.param([{"host": f"h{i}"} for i in range(4)], "spec.cluster.jump", id="four-hops"),
-        pytest.param({"host": "h"}, "spec.cluster.jump", id="an-object"),
-        pytest.param("bastion", "spec.cluster.jump", id="a-string"),
-        pytest.param(["bastion"], "spec.cluster.jump[0]", id="hop-not-an-object"),
-        pytest.param([{"port": 22}], "spec.cluster.jump[0].host", id="no-host"),
-        pytest.param([{"host": "a"}, {"host": "user@b"}], "spec.cluster.jump[1].host",
-                     id="host-with-user"),
-        pytest.param([{"host": "a,b"}], "spec.cluster.jump[0].host", id="host-with-comma"),
-        pytest.param([{"host": "a b"}], "spec.cluster.jump[0].host", id="host-with-space"),
-        pytest.param([{"host": "a\nb"}], "spec.cluster.jump[0].host", id="host-with-newline"),
-        pytest.param([{"host": ""}], "spec.cluster.jump[0].host", id="empty-host"),
-        pytest.param([{"host": "a", "port": 0}], "spec.cluster.jump[0].port", id="port-zero"),
-        pytest.param([{"host": "a", "port": 65536}], "spec.cluster.jump[0].port",
-                     id="port-too-big"),
-        pytest.param([{"host": "a", "port": "22"}], "spec.cluster.jump[0].port",
-                     id="port-text"),
-        pytest.param([{"host": "a", "port": True}], "spec.cluster.jump[0].port",
-                     id="port-bool"),
-        pytest.param([{"host": "a", "port": 10**30}], "spec.cluster.jump[0].port",
-                     id="port-huge"),
-        pytest.param([{"host": "a", "secretRef": {"name": "Not_A_Name"}}],
-                     "spec.cluster.jump[0].secretRef.name", id="secret-name-invalid"),
-        pytest.param([{"host": "a", "secretRef": {}}], "spec.cluster.jump[0].secretRef.name",
-                     id="secret-ref-without-name"),
-        pytest.param([{"host": "a", "secretRef": "hop"}], "spec.cluster.jump[0].secretRef",
-                     id="secret-ref-a-string"),
-        pytest.param([{"host": "a", "insecureSkipHostKeyCheck": "yes"}],
-                     "spec.cluster.jump[0].insecureSkipHostKeyCheck", id="insecure-not-bool"),
-    ],
-)
-def test_invalid_jump_hosts(jump: object, field: str) -> None:
-    one_sentence_naming(refused(cluster=cluster(jump=jump)), field)
-
-
-def test_an_invalid_route_leaves_no_placement() -> None:
-    parsed = parse(raw_spec(cluster=cluster(jump=[{"host": "a", "port": 0}])), REGISTRY)
-    assert (parsed.placement, parsed.spec) == (None, None)
-    assert parsed.error.startswith("spec.cluster.jump[0].port")
-
-
-def test_an_invalid_env_leaves_the_placement() -> None:
-    parsed = parse(raw_spec(env=[{"name": "1A", "value": "x"}]), REGISTRY)
-    assert parsed.spec is None
-    assert parsed.placement is not None and parsed.placement.cluster.host == LOGIN["host"]
-
-
-# --- workDir -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("written", "kept"),
-    [
-        pytest.param(None, DEFAULT_WORK_DIR, id="default"),
-        pytest.param("~/.hpcbridge", DEFAULT_WORK_DIR, id="the-default-spelled-out"),
-        pytest.param(".hpcbridge/", DEFAULT_WORK_DIR, id="trailing-slash"),
-        pytest.param("/scratch/alice/hpcbridge", "/scratch/alice/hpcbridge", id="absolute"),
-        pytest.param("/scratch/alice/", "/scratch/alice", id="absolute-trailing-slash"),
-        pytest.param("~/jobs/bridge", "jobs/bridge", id="home-relative-with-tilde"),
-        pytest.param("jobs", "jobs", id="home-relative"),
-        pytest.param("/a", "/a", id="one-component"),
-        pytest.param("my jobs", "my jobs", id="a-space"),
-    ],
-)
-def test_work_dir(written: str | None, kept: str) -> None:
-    fields = {} if written is None else {"workDir": written}
-    assert spec_of(raw_spec(cluster=cluster(**fields))).cluster.work_dir == kept
-
-
-@pytest.mark.parametrize(
-    "work_dir",
-    [
-        pytest.param("/", id="root"),
-        pytest.param("~", id="home"),
-        pytest.param("~/", id="home-slash"),
-        pytest.param("", id="empty"),
-        pytest.param("../elsewhere", id="parent"),
-        pytest.param("jobs/../../etc", id="parent-inside"),
-        pytest.param("/scratch/../etc", id="absolute-parent"),
-        pytest.param("~/..", id="home-parent"),
-        pytest.param("./jobs", id="dot"),
-        pytest.param("/scratch/./jobs", id="dot-inside"),
-        pytest.param("jobs//deep", id="empty-component"),
-        pytest.param("//scratch", id="double-slash-root"),
-        pytest.param("jobs\nrm -rf", id="newline"),
-        pytest.param("jobs\x00x", id="nul"),
-        pytest.param("jobs\x1b[31m", id="escape"),
-        pytest.param("a" * 1025, id="too-long"),
-        pytest.param(7, id="a-number"),
-        pytest.param(["/scratch"], id="a-list"),
-    ],
-)
-def test_invalid_work_dir(work_dir: object) -> None:
-    one_sentence_naming(refused(cluster=cluster(workDir=work_dir)), "spec.cluster.workDir")
-
 
 # --- env -----------------------------------------------------------------------------------------
 
@@ -194,7 +41,7 @@ def test_an_env_value_may_hold_any_text_but_nul() -> None:
 def test_at_most_the_maximum_of_variables() -> None:
     env = [{"name": f"V{i}", "value": "x"} for i in range(MAX_ENV)]
     assert len(spec_of(raw_spec(env=env)).env) == MAX_ENV
-    one_sentence_naming(refused(env=[*env, {"name": "ONE_MORE", "value": "x"}]), "spec.env")
+    one_sentence_naming(refusal(env=[*env, {"name": "ONE_MORE", "value": "x"}]), "spec.env")
 
 
 SECRET_REF = {"secretKeyRef": {"name": "api", "key": "token"}}
@@ -242,11 +89,11 @@ SECRET_REF = {"secretKeyRef": {"name": "api", "key": "token"}}
     ],
 )
 def test_invalid_env(env: object, field: str) -> None:
-    one_sentence_naming(refused(env=env), field)
+    one_sentence_naming(refusal(env=env), field)
 
 
 def test_the_message_of_an_invalid_env_value_does_not_show_it() -> None:
-    message = refused(env=[{"name": "PASSWORD", "value": "hunter2\x00"}])
+    message = refusal(env=[{"name": "PASSWORD", "value": "hunter2\x00"}])
     assert "hunter2" not in message and "PASSWORD" in message
 
 
@@ -269,7 +116,7 @@ def test_inputs() -> None:
 def test_at_most_the_maximum_of_inputs() -> None:
     inputs = [{"configMap": {"name": f"c{i}"}, "path": f"d{i}"} for i in range(MAX_INPUTS)]
     assert len(spec_of(raw_spec(inputs=inputs)).inputs) == MAX_INPUTS
-    one_sentence_naming(refused(inputs=[*inputs, {"configMap": {"name": "more"}}]),
+    one_sentence_naming(refusal(inputs=[*inputs, {"configMap": {"name": "more"}}]),
                         "spec.inputs")
 
 
@@ -331,11 +178,11 @@ def test_at_most_the_maximum_of_inputs() -> None:
     ],
 )
 def test_invalid_inputs(inputs: object, field: str) -> None:
-    one_sentence_naming(refused(inputs=inputs), field)
+    one_sentence_naming(refusal(inputs=inputs), field)
 
 
 def test_two_inputs_writing_one_file_are_both_named() -> None:
-    message = refused(inputs=[
+    message = refusal(inputs=[
         {"configMap": {"name": "a"}, "items": [{"key": "k", "path": "data/x"}]},
         {"configMap": {"name": "b"}, "items": [{"key": "k", "path": "data/x"}]},
     ])
@@ -403,125 +250,3 @@ def test_relative_path_refuses(path: object) -> None:
         relative_path(path, "where")
 
 
-# --- suspend and activeDeadlineSeconds -----------------------------------------------------------
-
-
-def test_suspend_and_deadline() -> None:
-    parsed = spec_of(raw_spec(suspend=True, activeDeadlineSeconds=1))
-    assert (parsed.suspend, parsed.active_deadline_seconds) == (True, 1)
-    default = spec_of(raw_spec())
-    assert (default.suspend, default.active_deadline_seconds) == (False, None)
-    assert spec_of(raw_spec(activeDeadlineSeconds=2**63 - 1)).active_deadline_seconds == 2**63 - 1
-
-
-@pytest.mark.parametrize(
-    ("fields", "field"),
-    [
-        pytest.param({"suspend": "true"}, "spec.suspend", id="suspend-text"),
-        pytest.param({"suspend": 1}, "spec.suspend", id="suspend-number"),
-        pytest.param({"suspend": None}, "spec.suspend", id="suspend-null"),
-        pytest.param({"activeDeadlineSeconds": 0}, "spec.activeDeadlineSeconds", id="zero"),
-        pytest.param({"activeDeadlineSeconds": -60}, "spec.activeDeadlineSeconds",
-                     id="negative"),
-        pytest.param({"activeDeadlineSeconds": "60"}, "spec.activeDeadlineSeconds", id="text"),
-        pytest.param({"activeDeadlineSeconds": 1.5}, "spec.activeDeadlineSeconds",
-                     id="fraction"),
-        pytest.param({"activeDeadlineSeconds": True}, "spec.activeDeadlineSeconds", id="bool"),
-        pytest.param({"activeDeadlineSeconds": 2**63}, "spec.activeDeadlineSeconds",
-                     id="beyond-int64"),
-        pytest.param({"activeDeadlineSeconds": 10**400}, "spec.activeDeadlineSeconds",
-                     id="too-long-to-print"),
-    ],
-)
-def test_invalid_suspend_and_deadline(fields: dict[str, Any], field: str) -> None:
-    message = refused(**fields)
-    one_sentence_naming(message, field)
-    assert len(message) < 200
-
-
-# --- digest --------------------------------------------------------------------------------------
-
-
-def test_digest_is_sixteen_hex_digits() -> None:
-    assert re.fullmatch(r"[0-9a-f]{16}", digest(spec_of(raw_spec())))
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        pytest.param({"suspend": True}, id="suspend"),
-        pytest.param({"activeDeadlineSeconds": 60}, id="deadline"),
-        pytest.param({"suspend": True, "activeDeadlineSeconds": 1}, id="both"),
-    ],
-)
-def test_digest_leaves_out_suspend_and_the_deadline(fields: dict[str, Any]) -> None:
-    assert digest(spec_of(raw_spec(**fields))) == digest(spec_of(raw_spec()))
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        pytest.param({"script": "#!/bin/sh\necho other\n"}, id="script"),
-        pytest.param({"env": [{"name": "A", "value": "1"}]}, id="env"),
-        pytest.param({"env": [{"name": "A", "valueFrom": {"secretKeyRef": {
-            "name": "s", "key": "k"}}}]}, id="env-from"),
-        pytest.param({"inputs": [{"configMap": {"name": "c"}}]}, id="inputs"),
-        pytest.param({"cluster": cluster(workDir="/scratch")}, id="work-dir"),
-        pytest.param({"cluster": cluster(jump=[{"host": "bastion"}])}, id="jump"),
-        pytest.param({"backoffLimit": 2}, id="backoff-limit"),
-        pytest.param({"resources": {"cpus": 2}}, id="resources"),
-        pytest.param({"logs": {"follow": True}}, id="logs"),
-    ],
-)
-def test_digest_changes_with_anything_else(fields: dict[str, Any]) -> None:
-    assert digest(spec_of(raw_spec(**fields))) != digest(spec_of(raw_spec()))
-
-
-def test_env_values_change_the_digest() -> None:
-    one = spec_of(raw_spec(env=[{"name": "A", "value": "1"}]))
-    two = spec_of(raw_spec(env=[{"name": "A", "value": "2"}]))
-    assert digest(one) != digest(two)
-
-
-DIGEST_PROGRAM = """
-from hooks.core.spec import digest
-from tests.unit.conftest import raw_spec, spec_of
-print(digest(spec_of(raw_spec("htcondor", env=[{"name": "A", "value": "x"}],
-    htcondor={"queue": 2, "submitOptions": {"+ProjectName": '"demo"', "rank": "Memory"}},
-    inputs=[{"configMap": {"name": "c"}, "items": [{"key": "k", "path": "p"}]}]))))
-"""
-
-
-def test_digest_is_the_same_in_every_process() -> None:
-    """Hook server processes (and restarts) must agree: nothing in it may depend on hash
-    randomization."""
-    found = set()
-    for seed in ("1", "2", "3"):
-        done = subprocess.run([sys.executable, "-c", DIGEST_PROGRAM], capture_output=True,
-                              check=True, timeout=60, cwd=REPO,
-                              env={**os.environ, "PYTHONHASHSEED": seed})
-        found.add(done.stdout.decode().strip())
-    assert len(found) == 1
-
-
-# --- secret values -------------------------------------------------------------------------------
-
-
-def test_env_values_are_not_in_the_specs_repr() -> None:
-    parsed = spec_of(raw_spec(env=[{"name": "PASSWORD", "value": "hunter2-literal"}]))
-    assert "hunter2-literal" not in repr(parsed)
-    assert "PASSWORD" in repr(parsed)
-
-
-def test_a_field_added_at_its_default_leaves_the_digest_as_it_was() -> None:
-    """An upgrade that adds a spec field must not make every running attempt's spec look
-    changed: fields at their defaults do not count."""
-    @dataclass(frozen=True)
-    class Spec:
-        script: str
-        env: tuple[str, ...] = ()
-
-    newer = make_dataclass("Spec", [("script", str), ("env", tuple, field(default=())),
-                                    ("added", int, field(default=0))], frozen=True)
-    assert _essence(Spec("#!/bin/sh")) == _essence(newer("#!/bin/sh"))
-    assert _essence(Spec("#!/bin/sh")) != _essence(newer("#!/bin/sh", added=1))

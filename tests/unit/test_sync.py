@@ -1,87 +1,57 @@
-"""The sync decision with jump hosts, workDir, env, inputs, suspend and the deadline, driven
-effect by effect with results the test makes up: what is asked of the cluster, in which order,
-and the status each answer carries. Finalize under a workDir and along a route, too."""
+"""The sync decision with jump hosts, workDir, env and inputs, driven effect by effect with
+results the test makes up: what is asked of the cluster, in which order, and the status each
+answer carries; finalize under a workDir and along a route. Suspend and the deadline have
+files of their own (``test_sync_suspend.py``, ``test_sync_deadline.py``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from hooks.core import lifecycle, response, rounds, sync
+from hooks.core import response, rounds, sync
 from hooks.core.effects import (
     Access,
     Answer,
-    Cancel,
     Cleanup,
     Forget,
-    Hold,
     ListActive,
-    MarkEnded,
     Query,
-    Release,
     Submit,
     Track,
-    Trouble,
 )
-from hooks.core.lifecycle import Due, Plan
 from hooks.core.model import (
     ClusterRef,
     Hop,
     JobRequest,
     Outcome,
-    Phase,
     Reason,
     SubmitAnswer,
     SubmitOutcome,
     TaskState,
 )
 from hooks.core.spec import digest
-from hooks.core.status import Status
 from tests.unit.builders import (
     LOGIN,
+    SUBMITTED,
     Loop,
-    Run,
+    condition,
     config_map,
     login_secret,
+    queue,
     request,
+    running,
     secret,
+    submitted_loop,
 )
 from tests.unit.conftest import UID, call
 
-SUBMITTED: dict[type, Any] = {Submit: SubmitOutcome(SubmitAnswer.SUBMITTED, "500")}
-DOWN = Trouble(Reason.CLUSTER_UNREACHABLE, "Connection refused.")
 SECRET_VALUE = "env-value-that-must-not-leak"
 FILE_CONTENT = "input-content-that-must-not-leak"
 JUMP = [{"host": "bastion.example.org"},
         {"host": "inner.example.org", "port": 2222, "secretRef": {"name": "inner-hop"},
          "insecureSkipHostKeyCheck": True}]
-
-
-def queue(*states: TaskState) -> dict[type, Any]:
-    return {Query: list(states)}
-
-
-def pending(reason: Reason = Reason.NONE, task: str = "500") -> TaskState:
-    return TaskState(task, Outcome.PENDING, reason)
-
-
-def running(task: str = "500") -> TaskState:
-    return TaskState(task, Outcome.RUNNING, start_time="2026-11-22T10:05:10Z")
-
-
-def condition(run: Run, kind: str) -> dict[str, str]:
-    (found,) = [c for c in run.status["conditions"] if c["type"] == kind]
-    return found  # type: ignore[no-any-return]
-
-
-def submitted_loop(**spec: Any) -> Loop:
-    """A BatchJob whose attempt 1 was just submitted as job 500."""
-    loop = Loop(request(spec))
-    assert loop.sync(SUBMITTED).kinds == ["Submit", "Track"]
-    return loop
 
 
 # --- the route and the logins --------------------------------------------------------------------
@@ -290,340 +260,6 @@ def test_values_never_reach_the_answer() -> None:
         assert SECRET_VALUE not in text and FILE_CONTENT not in text
 
 
-# --- suspend -------------------------------------------------------------------------------------
-
-
-def test_suspended_before_submission_sends_nothing() -> None:
-    loop = Loop(request({"suspend": True}))
-    run = loop.sync(SUBMITTED)
-    assert run.actions == []
-    assert (run.status["phase"], run.status["reason"], run.status["attempt"]) == (
-        "Pending", "Suspended", 1)
-    suspended = condition(run, "Suspended")
-    assert (suspended["status"], suspended["reason"]) == ("True", "Suspended")
-    assert "spec.suspend" in suspended["message"]
-    assert condition(run, "Submitted")["status"] == "False"
-    assert run.answer.body["resyncAfterSeconds"] >= response.SLOW_POLL * 0.75
-    assert loop.sync(SUBMITTED).actions == []  # and stays so
-
-
-def test_suspended_needs_no_secret() -> None:
-    run = Loop(request({"suspend": True}, secrets={"login": None})).sync()
-    assert (run.actions, run.status["reason"]) == ([], "Suspended")
-
-
-def test_resumed_before_submission_submits() -> None:
-    loop = Loop(request({"suspend": True}))
-    loop.sync()
-    loop.edit(suspend=False)
-    run = loop.sync(SUBMITTED)
-    assert run.kinds == ["Submit", "Track"]
-    assert (run.status["attempt"], run.status["jobIDs"], run.status["reason"]) == (1, ["500"], "")
-    assert condition(run, "Suspended")["status"] == "False"
-    assert condition(run, "Suspended")["reason"] == "NotSuspended"
-
-
-@pytest.mark.parametrize("reason", ["Submitting", "ClusterUnreachable"])
-def test_suspended_while_a_submission_may_be_in_flight_completes_it(reason: str) -> None:
-    body = request({"suspend": True}, status={
-        "phase": "Pending", "reason": reason, "attempt": 1, "attemptGeneration": 1})
-    run = Loop(body).sync(SUBMITTED)
-    assert run.kinds == ["Submit", "Track"]
-    assert run.status["jobIDs"] == ["500"]
-
-
-@pytest.mark.parametrize("reason", ["SecretNotFound", "ConfigMapNotFound", "InvalidSecret"])
-def test_suspended_while_waiting_for_an_object_sends_nothing(reason: str) -> None:
-    body = request({"suspend": True}, status={
-        "phase": "Pending", "reason": reason, "attempt": 1, "attemptGeneration": 1})
-    run = Loop(body).sync(SUBMITTED)
-    assert run.actions == []
-    assert run.status["reason"] == "Suspended"
-
-
-def test_suspended_while_queued_holds_the_job() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    run = loop.sync(queue(pending()))
-    assert run.kinds == ["Query", "Hold"]
-    assert run.action(Hold).job_ids == ("500",)
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "Suspended")
-    assert "job 500 is held" in run.status["message"]
-    assert condition(run, "Suspended")["status"] == "True"
-    assert run.answer.body["resyncAfterSeconds"] <= response.MAX_POLL
-    assert run.status["attemptGeneration"] == 1
-
-
-def test_an_array_is_held_once_by_its_job_id() -> None:
-    loop = Loop(request({"slurm": {"array": "0-2"}}))
-    loop.sync(SUBMITTED)
-    loop.edit(suspend=True)
-    run = loop.sync(queue(*(pending(task=f"500_{i}") for i in range(3))))
-    assert run.action(Hold).job_ids == ("500",)
-
-
-def test_suspended_and_held_already_needs_no_effect() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    run = loop.sync(queue(pending(Reason.HELD)))
-    assert run.kinds == ["Query"]
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "Suspended")
-
-
-def test_suspended_while_held_by_someone_else_counts_as_held() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    run = loop.sync(queue(pending(Reason.HELD)))
-    assert run.kinds == ["Query"]
-    assert run.status["reason"] == "Suspended"
-
-
-def test_suspended_while_running_keeps_running_and_says_so() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    run = loop.sync(queue(running()))
-    assert run.kinds == ["Query"]
-    assert (run.status["phase"], run.status["reason"]) == ("Running", "")
-    assert "cannot be suspended" in run.status["message"]
-    assert condition(run, "Suspended")["status"] == "False"
-
-
-def test_resumed_while_held_releases_the_job() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False)
-    run = loop.sync(queue(pending(Reason.HELD)))
-    assert run.kinds == ["Query", "Release"]
-    assert run.action(Release).job_ids == ("500",)
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "")
-    assert "released" in run.status["message"]
-    assert condition(run, "Suspended")["status"] == "False"
-    assert loop.sync(queue(pending())).kinds == ["Query"]
-
-
-def test_resumed_soon_after_the_hold_releases_the_job_the_queue_does_not_show_held() -> None:
-    # The queue a sync sees comes from the shared status, which may be older than the hold.
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    assert loop.sync(queue(pending())).kinds == ["Query", "Hold"]
-    loop.edit(suspend=False)
-    run = loop.sync(queue(pending()))
-    assert run.kinds == ["Query", "Release"]
-    assert run.action(Release).job_ids == ("500",)
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "")
-    assert "released" in run.status["message"]
-    assert loop.sync(queue(pending())).kinds == ["Query"]
-
-
-def test_an_invalid_edit_soon_after_the_hold_stays_suspended() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False, backoffLimit=-1)
-    invalid = loop.sync(queue(pending()))
-    assert (invalid.kinds, invalid.status["reason"]) == (["Query"], "Suspended")
-    loop.edit(backoffLimit=0)
-    assert loop.sync(queue(pending())).kinds == ["Query", "Release"]
-
-
-def test_a_job_held_by_someone_else_is_not_released() -> None:
-    loop = submitted_loop()
-    run = loop.sync(queue(pending(Reason.HELD)))
-    assert (run.kinds, run.status["reason"]) == (["Query"], "Held")
-    assert loop.sync(queue(pending(Reason.HELD))).kinds == ["Query"]
-
-
-def test_a_failed_hold_is_tried_again() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    run = loop.sync({**queue(pending()), Hold: DOWN})
-    assert run.kinds == ["Query", "Hold"]
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "ClusterUnreachable")
-    assert condition(run, "ClusterReachable")["status"] == "False"
-    again = loop.sync(queue(pending()))
-    assert again.kinds == ["Query", "Hold"]
-    assert again.status["reason"] == "Suspended"
-
-
-def test_a_failed_release_is_tried_again() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False)
-    run = loop.sync({**queue(pending(Reason.HELD)), Release: DOWN})
-    assert run.kinds == ["Query", "Release"]
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "Suspended")
-    assert condition(run, "ClusterReachable")["status"] == "False"
-    again = loop.sync(queue(pending(Reason.HELD)))
-    assert again.kinds == ["Query", "Release"]
-    assert again.status["reason"] == ""
-
-
-def test_a_held_job_is_released_after_the_cluster_was_unreachable() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False)
-    down = loop.sync({Query: DOWN})
-    assert down.kinds == ["Query"]
-    assert condition(down, "ClusterReachable")["status"] == "False"
-    assert loop.sync(queue(pending(Reason.HELD))).kinds == ["Query", "Release"]
-
-
-def test_an_invalid_edit_neither_holds_nor_releases() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False, backoffLimit=-1)
-    invalid = loop.sync(queue(pending(Reason.HELD)))
-    assert invalid.kinds == ["Query"]
-    assert invalid.status["reason"] == "Suspended"
-    assert "The new spec is invalid: spec.backoffLimit" in invalid.status["message"]
-    loop.edit(backoffLimit=0)
-    assert loop.sync(queue(pending(Reason.HELD))).kinds == ["Query", "Release"]
-
-
-def test_a_job_the_scheduler_suspended_and_requeued_held_is_not_released() -> None:
-    loop = submitted_loop()
-    run = loop.sync(queue(TaskState("500", Outcome.RUNNING, Reason.SUSPENDED)))
-    assert (run.status["phase"], run.status["reason"]) == ("Running", "Suspended")
-    assert condition(run, "Suspended")["status"] == "True"
-    assert loop.sync(queue(pending(Reason.HELD))).kinds == ["Query"]
-
-
-def test_suspending_and_resuming_is_no_new_spec() -> None:
-    loop = submitted_loop()
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.edit(suspend=False)
-    loop.sync(queue(pending(Reason.HELD)))
-    run = loop.sync(queue(running()))
-    assert "spec changed" not in run.status["message"]
-    done = loop.sync(queue(TaskState("500", Outcome.SUCCEEDED, exit_code=0)))
-    assert done.status["phase"] == "Succeeded"
-    loop.edit(suspend=True)
-    idle = loop.sync(SUBMITTED)
-    assert idle.actions == []
-    assert (idle.status["phase"], idle.status["attempt"]) == ("Succeeded", 1)
-    assert idle.status["attemptGeneration"] == 1
-
-
-def test_a_real_edit_after_the_end_while_suspended_waits_suspended() -> None:
-    loop = submitted_loop()
-    loop.sync(queue(TaskState("500", Outcome.SUCCEEDED, exit_code=0)))
-    loop.edit(suspend=True, script="#!/bin/sh\necho again\n")
-    run = loop.sync(SUBMITTED)
-    assert run.actions == []
-    assert (run.status["phase"], run.status["reason"], run.status["attempt"]) == (
-        "Pending", "Suspended", 2)
-    loop.edit(suspend=False)
-    assert loop.sync(SUBMITTED).kinds == ["Submit", "Track"]
-
-
-def test_the_next_attempt_after_a_node_failure_waits_while_suspended() -> None:
-    loop = submitted_loop(backoffLimit=2)
-    loop.edit(suspend=True)
-    loop.sync(queue(running()))
-    run = loop.sync(queue(TaskState("500", Outcome.FAILED, Reason.NODE_FAIL, "A node failed")))
-    assert "Submit" not in run.kinds
-    assert (run.status["phase"], run.status["reason"], run.status["attempt"],
-            run.status["retries"]) == ("Pending", "Suspended", 2, 1)
-
-
-def test_an_edit_undone_while_running_is_no_new_spec() -> None:
-    loop = submitted_loop()
-    loop.edit(script="#!/bin/sh\necho other\n")
-    assert "waits for the end" in loop.sync(queue(running())).status["message"]
-    loop.edit(script="#!/bin/sh\ntrue\n")
-    assert "waits" not in loop.sync(queue(running())).status["message"]
-    done = loop.sync(queue(TaskState("500", Outcome.SUCCEEDED, exit_code=0)))
-    assert done.kinds == ["Query", "Forget"]
-    assert loop.sync(SUBMITTED).actions == []
-
-
-# --- activeDeadlineSeconds -----------------------------------------------------------------------
-
-
-def test_the_deadline_cancels_an_active_attempt() -> None:
-    loop = submitted_loop(activeDeadlineSeconds=600, backoffLimit=3)
-    loop.later(300)
-    assert loop.sync(queue(running())).kinds == ["Query"]
-    loop.later(300)
-    run = loop.sync(queue(running()))
-    assert run.kinds == ["Query", "Cancel", "Forget"]
-    assert run.action(Cancel).job_ids == ("500",)
-    status = run.status
-    assert (status["phase"], status["reason"], status["active"], status["cancelled"]) == (
-        "Failed", "DeadlineExceeded", 0, 1)
-    assert "600 s" in status["message"] and "500" in status["message"]
-    assert status["completionTime"] == response.format_time(loop.now)
-    assert condition(run, "Failed")["status"] == "True"
-    assert condition(run, "Failed")["reason"] == "DeadlineExceeded"
-    assert "resyncAfterSeconds" not in run.answer.body
-    assert loop.sync(SUBMITTED).actions == []  # not retried by backoffLimit
-
-
-def test_the_deadline_counts_queue_time_and_cancels_each_job_once() -> None:
-    loop = Loop(request({"slurm": {"array": "0-1"}, "activeDeadlineSeconds": 60}))
-    loop.sync(SUBMITTED)
-    loop.later(61)
-    run = loop.sync(queue(pending(task="500_0"), running("500_1")))
-    assert run.action(Cancel).job_ids == ("500",)
-    assert run.status["cancelled"] == 2
-
-
-def test_an_attempt_that_ended_by_itself_is_not_cancelled() -> None:
-    loop = submitted_loop(activeDeadlineSeconds=60)
-    loop.later(3600)
-    run = loop.sync(queue(TaskState("500", Outcome.SUCCEEDED, exit_code=0)))
-    assert run.kinds == ["Query", "Forget"]
-    assert run.status["phase"] == "Succeeded"
-
-
-def test_a_failed_cancel_keeps_what_was_observed_and_is_tried_again() -> None:
-    loop = submitted_loop(activeDeadlineSeconds=60)
-    loop.later(120)
-    run = loop.sync({**queue(running()), Cancel: DOWN})
-    assert run.kinds == ["Query", "Cancel"]
-    assert (run.status["phase"], run.status["reason"]) == ("Running", "ClusterUnreachable")
-    assert loop.sync(queue(running())).kinds == ["Query", "Cancel", "Forget"]
-
-
-def test_moving_the_deadline_acts_on_the_current_attempt() -> None:
-    loop = submitted_loop(activeDeadlineSeconds=60)
-    loop.edit(activeDeadlineSeconds=7200)
-    loop.later(120)
-    run = loop.sync(queue(running()))
-    assert run.kinds == ["Query"]
-    assert "spec changed" not in run.status["message"]
-    loop.edit(activeDeadlineSeconds=100)
-    assert loop.sync(queue(running())).kinds == ["Query", "Cancel", "Forget"]
-
-
-def test_a_held_attempt_is_cancelled_by_its_deadline_too() -> None:
-    loop = submitted_loop(activeDeadlineSeconds=60)
-    loop.edit(suspend=True)
-    loop.sync(queue(pending()))
-    loop.later(60)
-    run = loop.sync(queue(pending(Reason.HELD)))
-    assert run.kinds == ["Query", "Cancel", "Forget"]
-    assert run.status["reason"] == "DeadlineExceeded"
-
-
-def test_a_followed_attempt_past_its_deadline_marks_its_end_in_the_work_dir() -> None:
-    loop = Loop(request({"logs": {"follow": True}, "activeDeadlineSeconds": 60,
-                         "cluster": {"host": LOGIN, "secretRef": {"name": "login"},
-                                     "workDir": "~/jobs"}}))
-    loop.sync(SUBMITTED)
-    loop.later(60)
-    run = loop.sync(queue(running()))
-    assert run.kinds == ["Query", "Cancel", "MarkEnded", "Forget"]
-    assert run.action(MarkEnded) == MarkEnded(f"jobs/research/sim/{UID}/attempt-1", "Failed")
-    assert [pod["metadata"]["name"] for pod in run.answer.body["children"]] == ["sim-logs"]
-
-
 # --- finalize ------------------------------------------------------------------------------------
 
 
@@ -687,69 +323,3 @@ def test_a_finished_attempt_is_forgotten_once() -> None:
     assert loop.sync().actions == []
 
 
-# --- the lifecycle' own functions ---------------------------------------------------------------
-
-
-HELD_BY_HOOKS = Status(reason=Reason.SUSPENDED, message="held", backend="slurm",
-                       job_ids=("500",), attempt=1, attempt_generation=1, active=1)
-TRACK = Plan(Due.TRACK, 1, 1, 0)
-
-
-@pytest.mark.parametrize(
-    ("status", "ours"),
-    [
-        pytest.param(HELD_BY_HOOKS, True, id="held-for-suspend"),
-        pytest.param(replace(HELD_BY_HOOKS, job_ids=()), False, id="never-submitted"),
-        pytest.param(replace(HELD_BY_HOOKS, phase=Phase.RUNNING), False,
-                     id="suspended-by-the-scheduler"),
-        pytest.param(replace(HELD_BY_HOOKS, reason=Reason.HELD), False, id="held-by-others"),
-    ],
-)
-def test_held_by_hooks(status: Status, ours: bool) -> None:
-    assert lifecycle.held_by_hooks(status) is ours
-
-
-def test_unreachable_keeps_a_hold_of_the_hooks_and_says_why_beside_it() -> None:
-    new = lifecycle.unreachable(HELD_BY_HOOKS, TRACK, Reason.CLUSTER_UNREACHABLE, "Down.",
-                                backend="slurm")
-    assert (new.reason, new.message) == (Reason.SUSPENDED, "held")
-    assert (new.reachable, new.reachability_reason, new.reachability_message) == (
-        False, "ClusterUnreachable", "Down.")
-    other = lifecycle.unreachable(replace(HELD_BY_HOOKS, reason=Reason.HELD), TRACK,
-                                  Reason.CLUSTER_UNREACHABLE, "Down.", backend="slurm")
-    assert (other.reason, other.message) == (Reason.CLUSTER_UNREACHABLE, "Down.")
-
-
-def test_deadline_exceeded_counts_the_active_tasks_as_cancelled() -> None:
-    running_status = Status(phase=Phase.RUNNING, job_ids=("7_0", "7_1", "7_2"), attempt=1,
-                            active=2, succeeded=1, cancelled=0)
-    new = lifecycle.deadline_exceeded(running_status, 90, ["7"], now="2026-11-22T10:05:00Z")
-    assert (new.phase, new.reason, new.active, new.succeeded, new.cancelled) == (
-        Phase.FAILED, Reason.DEADLINE_EXCEEDED, 0, 1, 2)
-    assert new.completion_time == "2026-11-22T10:05:00Z"
-    assert new.finished
-    assert new.message.endswith("(90 s); its job 7 was cancelled.")
-
-
-@pytest.mark.parametrize(("active", "job_ids", "ended"), [
-    (0, [], "none of its jobs was left to cancel."),
-    (0, ["7"], "none of its jobs was left to cancel."),
-    (2, ["7", "8"], "its jobs 7, 8 were cancelled."),
-])
-def test_deadline_exceeded_says_what_was_cancelled(
-    active: int, job_ids: list[str], ended: str
-) -> None:
-    # With nothing to cancel it read "and was cancelled (job )."
-    new = lifecycle.deadline_exceeded(Status(phase=Phase.RUNNING, attempt=1, active=active),
-                                      90, job_ids, now="2026-11-22T10:05:00Z")
-    assert new.message == ("The attempt was active longer than spec.activeDeadlineSeconds "
-                           f"(90 s); {ended}")
-
-
-def test_suspended_before_submission_keeps_the_attempts_cluster() -> None:
-    prev = Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1,
-                  cluster=ClusterRef("h", 22, "s", False, work_dir="/w"))
-    new = lifecycle.suspended(prev, Plan(Due.SUBMIT, 1, 1, 0), backend="slurm")
-    assert (new.phase, new.reason, new.attempt, new.cluster) == (
-        Phase.PENDING, Reason.SUSPENDED, 1, prev.cluster)
-    assert "attempt 1" in new.message
