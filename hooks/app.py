@@ -60,7 +60,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     # 54 to 371 MiB.
     app.config["MAX_CONTENT_LENGTH"] = runtime.settings.max_body
     app.extensions["hpcbridge"] = Executor(runtime)
-    app.extensions["hpcbridge.auth"] = auth.Policy.from_env(os.environ)  # token file read once
+    # the token file is read once
+    app.extensions["hpcbridge.auth"] = auth.ClientRequirements.from_env(os.environ)
     app.register_blueprint(bp)
     app.register_error_handler(BadHookRequest, _bad_request)
     app.register_error_handler(HTTPException, _http_error)
@@ -125,15 +126,15 @@ def _authenticate() -> tuple[Response, int] | None:
     text."""
     if request.endpoint in OPEN_VIEWS:
         return None
-    policy: auth.Policy = current_app.extensions["hpcbridge.auth"]
-    if policy.on_probes_port(request.environ):
+    required: auth.ClientRequirements = current_app.extensions["hpcbridge.auth"]
+    if required.on_probes_port(request.environ):
         return jsonify({"error": "not found", "message": "the probes' port serves /healthz "
                         "and /metrics only"}), 404
-    refused = policy.refusal(request.headers.get("Authorization"))
+    refused = required.refusal(request.headers.get("Authorization"))
     if refused is None:
         return None
     response = jsonify({"error": "unauthorized", "message": refused})
-    if policy.token is not None:
+    if required.token is not None:
         response.headers["WWW-Authenticate"] = 'Bearer realm="hpcbridge"'
     return response, 401
 

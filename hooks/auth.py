@@ -1,6 +1,6 @@
 """Who may call the hooks, and where: Metacontroller's bearer token, and not the probes' port.
 
-Two settings, read once when the app is built (``Policy.from_env``):
+Two settings, read once when the app is built (``ClientRequirements.from_env``):
 
 * ``HPCBRIDGE_AUTH_TOKEN_FILE`` names a file that holds the token (whitespace around it is
   ignored, as Metacontroller trims the value it sends). A hook call must carry
@@ -11,7 +11,7 @@ Two settings, read once when the app is built (``Policy.from_env``):
   ``/metrics`` only; a hook call that arrives there is refused.
 
 Metacontroller's client certificate is required by the TLS front, nginx in the same Pod
-(``deploy/base/nginx.conf``), before any request reaches the app. The app applies the policy
+(``deploy/base/nginx.conf``), before any request reaches the app. The app applies the requirements
 to every view but ``/healthz`` and ``/metrics``. Standard library only.
 """
 
@@ -69,7 +69,7 @@ def probes_port(env: Mapping[str, str]) -> str | None:
 
 
 @dataclass(frozen=True)
-class Policy:
+class ClientRequirements:
     """What a hook call must bring (the bearer token, if ``token``), and the port it must not
     come to (``probes_port``)."""
 
@@ -77,7 +77,7 @@ class Policy:
     probes_port: str | None = None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Policy:
+    def from_env(cls, env: Mapping[str, str]) -> ClientRequirements:
         path = env.get(TOKEN_FILE)
         return cls(token=read_token(path) if path else None, probes_port=probes_port(env))
 

@@ -37,6 +37,11 @@ class Deadline:
         """This deadline, or ``seconds`` from now if that comes first: the time of one step."""
         return Deadline(min(self.at, self.clock() + seconds), self.clock)
 
+    def socket_timeout(self) -> float:
+        """Seconds for one blocking socket call: what is left, but never zero (which would
+        block)."""
+        return max(0.05, self.left())
+
     def require(self, seconds: float, what: str) -> float:
         """The seconds left, when at least ``seconds`` are; else ``DeadlineExceeded``."""
         left = self.left()

@@ -4,15 +4,15 @@ It parses the request into a ``Call``, lets the pure core decide (``hooks.core.s
 ``hooks.core.finalize``), runs each effect the decision yields — over the transport the
 effect's scheduler names (the pooled SSH connection) and the shared status, within one
 deadline for the whole call — and sends the result back, until the core returns its answer.
-Trouble on the way (a wrong host key, an unreachable
-cluster, a scheduler that does not answer) comes back to the core as a typed ``Trouble``,
-which the core turns into a 200 answer with the last known state, never an error.
+Trouble on the way (the transport's ``TransportError``, a scheduler that does not answer)
+comes back to the core as a typed ``Trouble``, which the core turns into a 200 answer with the
+last known state, never an error.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
@@ -38,17 +38,10 @@ from hooks.core.effects import (
 from hooks.core.model import Reason, SchedulerError
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
-from hooks.schedulers.base import Scheduler
-from hooks.ssh import errors
-from hooks.ssh.client import OVERRUN
+from hooks.schedulers.base import Scheduler, TransportError
 
 log = logging.getLogger(__name__)
 
-SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
-    errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,
-    errors.AuthenticationFailed: Reason.AUTHENTICATION_FAILED,
-    errors.BadCredentials: Reason.INVALID_SECRET,
-}
 SLOW = "The cluster answered too slowly."
 
 
@@ -109,9 +102,8 @@ class Executor:
         """Run the effect's action; what fails on the way comes back as ``Trouble``."""
         try:
             return self._perform(effect, budget)
-        except errors.SSHError as err:
-            reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
-            return Trouble(reason, err.message[:1].upper() + err.message[1:] + ".")
+        except TransportError as err:
+            return Trouble(err.reason, err.sentence)
         except SchedulerError as err:
             return Trouble(Reason.CLUSTER_UNREACHABLE, f"The scheduler did not answer: {err}.")
         except TimeoutError:
@@ -123,7 +115,7 @@ class Executor:
         transport = rt.transport(scheduler)
         cluster, access = effect.placement.cluster, effect.access
         key = transport.key(cluster, access)
-        command = self._command_deadline(budget)
+        command = self._command_deadline(budget, transport.overrun)
 
         def opener(deadline: Deadline) -> AbstractContextManager[Any]:
             return transport.open(cluster, access, deadline=deadline)
@@ -164,14 +156,15 @@ class Executor:
                 raise TypeError(f"unknown action {action!r}")
         return None
 
-    def _command_deadline(self, budget: Deadline) -> Callable[[], Deadline]:
+    def _command_deadline(self, budget: Deadline, overrun: float) -> Callable[[], Deadline]:
         """The deadline of the next remote command: ``HPCBRIDGE_COMMAND_TIMEOUT`` plus what
-        a command may overrun it, or less if the call's budget ends first."""
+        a command may ``overrun`` it over its transport, or less if the call's budget ends
+        first."""
         timeout = self.runtime.settings.command_timeout
 
         def command() -> Deadline:
-            budget.require(OVERRUN + 1, "a remote command")
-            return budget.within(timeout + OVERRUN)
+            budget.require(overrun + 1, "a remote command")
+            return budget.within(timeout + overrun)
 
         return command
 

@@ -1,7 +1,6 @@
-"""Answers to Metacontroller: the envelope per controller shape, and when to sync again.
-
-A 200 answer replaces status and children wholesale, so every answer built here carries the
-complete status and the complete list of children.
+"""The parts of a response body: the envelope per controller shape (``children`` or
+``attachments``), ``resyncAfterSeconds`` (backing off, jittered per BatchJob) and the wire form
+of times; ``hooks.core.answer`` puts them together.
 """
 
 from __future__ import annotations

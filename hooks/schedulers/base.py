@@ -22,9 +22,10 @@ to the scheduler, and knows nothing else of either::
     remote_dir, phase ----->|  mark_ended      (the ``ended`` marker the log Pod waits for)
     root, stale ----------->|  remove_directory (the BatchJob's directory, when it is deleted)
 
-Every operation takes the open connection and a ``Deadline``, raises ``hooks.ssh.errors``
-(or its transport's errors) for transport trouble and ``SchedulerError`` when the scheduler
-itself fails to answer. ``docs/schedulers.md`` says what a new scheduler package must provide.
+Every operation takes the open connection and a ``Deadline``; the transport raises
+``TransportError`` (a typed reason and one sentence) for its trouble, on opening or under an
+operation, and an operation raises ``SchedulerError`` when the scheduler itself fails to
+answer. ``docs/schedulers.md`` says what a new scheduler package must provide.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from hooks.core.effects import Access, Trouble
-from hooks.core.model import ClusterRef, JobRef, JobRequest, SubmitOutcome, TaskState
+from hooks.core.model import ClusterRef, JobRef, JobRequest, Reason, SubmitOutcome, TaskState
 from hooks.core.scheduler import SchedulerRules
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
@@ -50,8 +51,27 @@ def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+class TransportError(Exception):
+    """What keeps a transport from reaching the scheduler: the BatchJob's ``reason`` (whether
+    waiting can help or the user has to act) and one ``sentence`` fit for ``status.message``."""
+
+    def __init__(self, reason: Reason, sentence: str) -> None:
+        super().__init__(sentence)
+        self.reason = reason
+        self.sentence = sentence
+
+
 class Transport(Protocol[Opened]):
-    """The way to clusters of one kind, one per hook server, shared by its schedulers."""
+    """The way to clusters of one kind, one per hook server, shared by its schedulers.
+
+    Its trouble, on ``open`` or under the connection it yields, comes out as
+    ``TransportError``."""
+
+    @property
+    def overrun(self) -> float:
+        """Seconds a command can take past its deadline's remote limit before its caller has
+        the answer: the executor keeps them free of each command's timeout."""
+        ...
 
     def key(self, cluster: ClusterRef, access: Access) -> str:
         """Who answers over this route with these logins: calls with the same key share a

@@ -2,15 +2,15 @@
 scheduler over it shares.
 
 ``ShellTransport`` opens the pooled SSH connection to a login node behind its jump hosts
-(``hooks.ssh.pool``); a scheduler whose commands are programs on the login node (``sbatch``,
-``condor_submit``) takes ``OverSSH`` among its bases, which names that transport and writes the
-``ended`` marker and removes a BatchJob's directory with the guard's shell programs
-(``hooks.schedulers.guard``).
+(``hooks.ssh.pool``) and turns the SSH layer's errors into the contract's ``TransportError``; a
+scheduler whose commands are programs on the login node (``sbatch``, ``condor_submit``) takes
+``OverSSH`` among its bases, which names that transport and writes the ``ended`` marker and
+removes a BatchJob's directory with the guard's shell programs (``hooks.schedulers.guard``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from hooks.core.effects import Access, Trouble
@@ -18,13 +18,24 @@ from hooks.core.model import ClusterRef, Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.schedulers import guard
+from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
-from hooks.ssh.client import Jump, Remote, Target
+from hooks.ssh import errors
+from hooks.ssh.client import OVERRUN, Jump, Remote, Target
 from hooks.ssh.pool import Connections, Pool, pool_key
+
+SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
+    errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,
+    errors.AuthenticationFailed: Reason.AUTHENTICATION_FAILED,
+    errors.BadCredentials: Reason.INVALID_SECRET,
+}
+"""The reason of each SSH error that the user has to act on; any other is unreachable."""
 
 
 class ShellTransport:
     """The pooled SSH connections of one hook server (``pool``, or a stand-in in tests)."""
+
+    overrun = OVERRUN
 
     def __init__(self, settings: Settings, metrics: Metrics, *,
                  pool: Connections | None = None) -> None:
@@ -39,15 +50,24 @@ class ShellTransport:
     def open(self, cluster: ClusterRef, access: Access, *, deadline: Deadline) -> Iterator[Remote]:
         """The pooled connection, connecting within the connect timeout if need be."""
         deadline.require(1, "connecting")
-        with self.pool.open(target(cluster, access), access.login,
-                            deadline=deadline.within(self.connect_timeout)) as conn:
-            yield conn
+        try:
+            with self.pool.open(target(cluster, access), access.login,
+                                deadline=deadline.within(self.connect_timeout)) as conn:
+                yield conn
+        except errors.SSHError as err:
+            raise transport_error(err) from err
 
     def evict_idle(self, idle_seconds: float) -> int:
         return self.pool.evict_idle(idle_seconds)
 
     def close(self) -> None:
         self.pool.close()
+
+
+def transport_error(err: errors.SSHError) -> TransportError:
+    """The SSH error as the contract's: its reason, and its message as one sentence."""
+    reason = SSH_REASONS.get(type(err), Reason.CLUSTER_UNREACHABLE)
+    return TransportError(reason, err.message[:1].upper() + err.message[1:] + ".")
 
 
 def target(cluster: ClusterRef, access: Access) -> Target:

@@ -165,10 +165,10 @@ class Connection:
         host = self.target.host
         channel = self._open_session(deadline)
         try:
-            channel.settimeout(_left(deadline))
+            channel.settimeout(deadline.socket_timeout())
             channel.exec_command(command)
             if stdin:
-                # Remote programs given input read it to its end (see hooks.backends.guard):
+                # Remote programs given input read it to its end (see hooks.schedulers.guard):
                 # an EOF sent after sshd freed the channel would end the whole connection.
                 channel.sendall(stdin)
                 channel.shutdown_write()
@@ -191,18 +191,13 @@ class Connection:
         pause = 0.01
         while True:
             try:
-                return self._transport.open_session(timeout=_left(deadline))
+                return self._transport.open_session(timeout=deadline.socket_timeout())
             except (paramiko.SSHException, OSError, EOFError) as err:
                 if not self._transport.is_active() or deadline.left() < pause:
                     raise errors.ClusterUnreachable(
                         host, f"{host} refused a new SSH session: {err}") from err
                 time.sleep(pause)
                 pause = min(pause * 2, 0.5)
-
-
-def _left(deadline: Deadline) -> float:
-    """Seconds for one blocking socket call: what is left, but never zero (which blocks)."""
-    return max(0.05, deadline.left())
 
 
 def _collect(
@@ -220,4 +215,4 @@ def _collect(
         elif deadline.left() <= 0:
             raise errors.CommandTimeout(host, f"a command on {host} timed out")
         else:
-            select.select([channel], [], [], min(0.2, _left(deadline)))
+            select.select([channel], [], [], min(0.2, deadline.socket_timeout()))

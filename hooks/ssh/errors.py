@@ -1,9 +1,9 @@
 """SSH failures, translated from paramiko and classified by what fixes them.
 
 Each error carries the host and a message fit for ``status.message``: no traceback, no secret.
-The service maps each class to the BatchJob reason that tells the user whether waiting can
-help (an unreachable host) or they have to act (a wrong host key, a refused login, an
-unreadable key).
+The SSH transport (``hooks.schedulers.shell``) maps each class to the BatchJob reason that
+tells the user whether waiting can help (an unreachable host) or they have to act (a wrong host
+key, a refused login, an unreadable key).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import paramiko
 from hooks.core.secret import Credentials, SecretError, read_certificate
 from hooks.deadline import Deadline
 from hooks.ssh import errors
-from hooks.ssh.client import Connection, Target, _left
+from hooks.ssh.client import Connection, Target
 
 OPEN_FAILURES = {
     1: "administratively prohibited (its sshd does not allow this tunnel)",
@@ -106,7 +106,7 @@ class Leg:
 
 def _dial(leg: Leg, deadline: Deadline) -> socket.socket:
     try:
-        sock = socket.create_connection((leg.host, leg.port), timeout=_left(deadline))
+        sock = socket.create_connection((leg.host, leg.port), timeout=deadline.socket_timeout())
     except UnicodeError as err:
         raise errors.HostUnreachable(
             leg.error_host, f"{leg.host!r} is not a host name"
@@ -124,7 +124,7 @@ def _tunnel(via: Connection, leg: Leg, deadline: Deadline) -> paramiko.Channel:
     jump = f"jump host {via.target.host}"
     try:
         return via.transport.open_channel("direct-tcpip", (leg.host, leg.port),
-                                          ("127.0.0.1", 0), timeout=_left(deadline))
+                                          ("127.0.0.1", 0), timeout=deadline.socket_timeout())
     except (paramiko.SSHException, OSError, EOFError) as err:
         reason = (OPEN_FAILURES.get(err.code, f"refused ({err.text})")
                   if isinstance(err, paramiko.ChannelException) else err)
@@ -140,9 +140,9 @@ def _handshake(
         options = transport.get_security_options()
         preferred = [t for t in options.key_types if _key_family(t) in known.keys]
         options.key_types = preferred + [t for t in options.key_types if t not in preferred]
-    transport.banner_timeout = _left(deadline)
+    transport.banner_timeout = deadline.socket_timeout()
     try:
-        transport.start_client(timeout=_left(deadline))
+        transport.start_client(timeout=deadline.socket_timeout())
     except (paramiko.SSHException, OSError, EOFError) as err:
         if deadline.left() < 1:  # paramiko's banner timeout, which is ours
             raise _timed_out(transport, leg) from err
@@ -178,7 +178,7 @@ def _authenticate(
     transport: paramiko.Transport, credentials: Credentials, pkey: paramiko.PKey | None,
     leg: Leg, deadline: Deadline,
 ) -> None:
-    transport.auth_timeout = _left(deadline)
+    transport.auth_timeout = deadline.socket_timeout()
     user = credentials.username
     try:
         if pkey is not None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from hooks.core.fields import SpecError
 from hooks.core.model import JobRequest
 from hooks.core.request import Call, Policy, parse_call
 from hooks.core.spec import parse_spec
@@ -68,6 +69,18 @@ def raw_spec(backend: str = "slurm", **fields: Any) -> dict[str, Any]:
 def spec_of(raw: object) -> Any:
     """``parse_spec`` with the product's schedulers."""
     return parse_spec(raw, REGISTRY)
+
+
+def login_cluster(**fields: Any) -> dict[str, Any]:
+    """A ``spec.cluster`` on the SLURM login node with Secret ``hpc-login``, plus ``fields``."""
+    return {"host": HOSTS["slurm"], "secretRef": {"name": "hpc-login"}, **fields}
+
+
+def refusal(**fields: Any) -> str:
+    """The sentence a spec of ``raw_spec(**fields)`` is refused with."""
+    with pytest.raises(SpecError) as caught:
+        spec_of(raw_spec(**fields))
+    return str(caught.value)
 
 
 def call(body: object, now: datetime.datetime = NOW) -> Call:

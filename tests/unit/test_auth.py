@@ -90,24 +90,25 @@ def test_a_probes_port_that_is_no_free_port_is_refused(env: dict[str, str]) -> N
         auth.probes_port(env)
 
 
-def test_policy_from_env(tmp_path: Path) -> None:
+def test_client_requirements_from_env(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_bytes(TOKEN)
-    assert auth.Policy.from_env({}) == auth.Policy(None, probes_port=None)
-    policy = auth.Policy.from_env({"HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
+    assert auth.ClientRequirements.from_env({}) == auth.ClientRequirements(None, probes_port=None)
+    required = auth.ClientRequirements.from_env({"HPCBRIDGE_AUTH_TOKEN_FILE": str(path),
                                    "HPCBRIDGE_METRICS_PORT": "9090"})
-    assert policy == auth.Policy(TOKEN, probes_port="9090")
-    assert TOKEN.decode() not in repr(policy)
+    assert required == auth.ClientRequirements(TOKEN, probes_port="9090")
+    assert TOKEN.decode() not in repr(required)
 
 
-def test_policy_refusal() -> None:
-    policy = auth.Policy(TOKEN, probes_port="9090")
-    assert policy.refusal("Bearer " + TOKEN.decode()) is None
-    assert policy.refusal(None) == "an Authorization: Bearer token is required"
-    assert policy.refusal("Bearer x") == "the bearer token is not the one the hooks accept"
-    assert auth.Policy().refusal(None) is None
-    assert (policy.on_probes_port(PROBES_PORT), policy.on_probes_port(HOOK_PORT)) == (True, False)
-    assert auth.Policy().on_probes_port(PROBES_PORT) is False
+def test_the_refusal() -> None:
+    required = auth.ClientRequirements(TOKEN, probes_port="9090")
+    assert required.refusal("Bearer " + TOKEN.decode()) is None
+    assert required.refusal(None) == "an Authorization: Bearer token is required"
+    assert required.refusal("Bearer x") == "the bearer token is not the one the hooks accept"
+    assert auth.ClientRequirements().refusal(None) is None
+    assert required.on_probes_port(PROBES_PORT)
+    assert not required.on_probes_port(HOOK_PORT)
+    assert auth.ClientRequirements().on_probes_port(PROBES_PORT) is False
 
 
 # --- the app -------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from hooks.core import answer
 from hooks.core.children import LAST_APPLIED, SECRET_MOUNT, carried_over, log_pod
 from hooks.core.model import JobRequest, Phase
 from hooks.core.status import Status
+from tests.unit.builders import request
 from tests.unit.conftest import IMAGE, UID, call
 from tests.unit.conftest import job as build_job
-from tests.unit.site_requests import request
 from tests.unit.test_children import Anywhere
 
 JUMP = [{"host": "bastion.example.org"},

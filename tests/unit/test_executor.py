@@ -27,8 +27,8 @@ from hooks.executor import Executor
 from hooks.schedulers.shell import OverSSH
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote
+from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import NOW, UID, FakeConnection, FakePool, completed, runtime
-from tests.unit.site_requests import HOST_KEY
 
 
 class RecordingSlurm(SlurmRules, OverSSH):

@@ -28,8 +28,8 @@ from hooks.schedulers.shell import OverSSH
 from hooks.schedulers.slurm.rules import SlurmRules
 from hooks.ssh.client import Remote, Target
 from tests.unit import test_executor
+from tests.unit.builders import LOGIN, config_map, login_secret, request, secret
 from tests.unit.conftest import UID, FakeConnection, FakePool, runtime
-from tests.unit.site_requests import LOGIN, config_map, login_secret, request, secret
 
 SECRET_VALUE = "executor-secret-value"
 

@@ -10,7 +10,14 @@ import pytest
 from hooks.core import lifecycle
 from hooks.core.aggregate import summarize
 from hooks.core.lifecycle import Due, Plan, plan
-from hooks.core.model import ClusterRef, JobRef, Outcome, Phase, Reason, TaskState
+from hooks.core.model import (
+    ClusterRef,
+    JobRef,
+    Outcome,
+    Phase,
+    Reason,
+    TaskState,
+)
 from hooks.core.status import Status
 
 CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)
@@ -232,3 +239,70 @@ def test_cancelling_then_deleted() -> None:
 def test_deleted_with_nothing_to_cancel_keeps_the_final_status() -> None:
     prev = status(Phase.SUCCEEDED)
     assert lifecycle.deleted(prev) == prev
+
+
+
+
+HELD_BY_HOOKS = Status(reason=Reason.SUSPENDED, message="held", backend="slurm",
+                       job_ids=("500",), attempt=1, attempt_generation=1, active=1)
+TRACK = Plan(Due.TRACK, 1, 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("status", "ours"),
+    [
+        pytest.param(HELD_BY_HOOKS, True, id="held-for-suspend"),
+        pytest.param(replace(HELD_BY_HOOKS, job_ids=()), False, id="never-submitted"),
+        pytest.param(replace(HELD_BY_HOOKS, phase=Phase.RUNNING), False,
+                     id="suspended-by-the-scheduler"),
+        pytest.param(replace(HELD_BY_HOOKS, reason=Reason.HELD), False, id="held-by-others"),
+    ],
+)
+def test_held_by_hooks(status: Status, ours: bool) -> None:
+    assert lifecycle.held_by_hooks(status) is ours
+
+
+def test_unreachable_keeps_a_hold_of_the_hooks_and_says_why_beside_it() -> None:
+    new = lifecycle.unreachable(HELD_BY_HOOKS, TRACK, Reason.CLUSTER_UNREACHABLE, "Down.",
+                                backend="slurm")
+    assert (new.reason, new.message) == (Reason.SUSPENDED, "held")
+    assert (new.reachable, new.reachability_reason, new.reachability_message) == (
+        False, "ClusterUnreachable", "Down.")
+    other = lifecycle.unreachable(replace(HELD_BY_HOOKS, reason=Reason.HELD), TRACK,
+                                  Reason.CLUSTER_UNREACHABLE, "Down.", backend="slurm")
+    assert (other.reason, other.message) == (Reason.CLUSTER_UNREACHABLE, "Down.")
+
+
+def test_deadline_exceeded_counts_the_active_tasks_as_cancelled() -> None:
+    running_status = Status(phase=Phase.RUNNING, job_ids=("7_0", "7_1", "7_2"), attempt=1,
+                            active=2, succeeded=1, cancelled=0)
+    new = lifecycle.deadline_exceeded(running_status, 90, ["7"], now="2026-11-22T10:05:00Z")
+    assert (new.phase, new.reason, new.active, new.succeeded, new.cancelled) == (
+        Phase.FAILED, Reason.DEADLINE_EXCEEDED, 0, 1, 2)
+    assert new.completion_time == "2026-11-22T10:05:00Z"
+    assert new.finished
+    assert new.message.endswith("(90 s); its job 7 was cancelled.")
+
+
+@pytest.mark.parametrize(("active", "job_ids", "ended"), [
+    (0, [], "none of its jobs was left to cancel."),
+    (0, ["7"], "none of its jobs was left to cancel."),
+    (2, ["7", "8"], "its jobs 7, 8 were cancelled."),
+])
+def test_deadline_exceeded_says_what_was_cancelled(
+    active: int, job_ids: list[str], ended: str
+) -> None:
+    # With nothing to cancel it read "and was cancelled (job )."
+    new = lifecycle.deadline_exceeded(Status(phase=Phase.RUNNING, attempt=1, active=active),
+                                      90, job_ids, now="2026-11-22T10:05:00Z")
+    assert new.message == ("The attempt was active longer than spec.activeDeadlineSeconds "
+                           f"(90 s); {ended}")
+
+
+def test_suspended_before_submission_keeps_the_attempts_cluster() -> None:
+    prev = Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1,
+                  cluster=ClusterRef("h", 22, "s", False, work_dir="/w"))
+    new = lifecycle.suspended(prev, Plan(Due.SUBMIT, 1, 1, 0), backend="slurm")
+    assert (new.phase, new.reason, new.attempt, new.cluster) == (
+        Phase.PENDING, Reason.SUSPENDED, 1, prev.cluster)
+    assert "attempt 1" in new.message

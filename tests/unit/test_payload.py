@@ -13,8 +13,8 @@ import pytest
 from hooks.core.model import InputFile, JobRequest, Reason
 from hooks.core.payload import MAX_FILES, MAX_PAYLOAD, Payload, Unresolved, resolve
 from hooks.schedulers import REGISTRY
+from tests.unit.builders import b64, config_map, secret
 from tests.unit.conftest import UID, raw_spec, spec_of
-from tests.unit.site_requests import b64, config_map, secret
 
 SECRET_VALUE = "s3cr3t-Value-that-must-not-leak"
 

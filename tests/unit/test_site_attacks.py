@@ -29,8 +29,8 @@ from hooks.core.model import (
 from hooks.core.payload import Unresolved, resolve
 from hooks.core.spec import parse_spec
 from hooks.schedulers import REGISTRY
+from tests.unit.builders import LOGIN, T0, config_map, drive, request
 from tests.unit.conftest import NOW, UID, call
-from tests.unit.site_requests import LOGIN, T0, config_map, drive, request
 
 ATTEMPT = {"host": LOGIN, "port": 22, "secretRef": {"name": "login"}}
 VICTIM = "8534"

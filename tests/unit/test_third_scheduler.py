@@ -1,8 +1,9 @@
 """A third scheduler, known only to this test, with a transport of its own (an in-memory queue,
 no SSH): registered in a runtime beside the product's, it takes a BatchJob through submit,
 status, the end of its tasks, cancellation (deletion and ``activeDeadlineSeconds``) and
-finalize over the hooks' HTTP app. Nothing in ``hooks/core`` or the executor knows it: this is
-what ``docs/schedulers.md`` promises a new scheduler package."""
+finalize over the hooks' HTTP app, and its transport's failures become typed reasons. Nothing
+in ``hooks/core`` or the executor knows it: this is what ``docs/schedulers.md`` promises a new
+scheduler package."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.runtime import Runtime
 from hooks.schedulers import REGISTRY
+from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
+from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import IMAGE, NOW, UID
-from tests.unit.site_requests import HOST_KEY
 
 
 @dataclass
@@ -52,11 +54,15 @@ class Queue:
 
 
 class QueueTransport:
-    """A transport without a network: every route opens the one in-memory queue."""
+    """A transport without a network: every route opens the one in-memory queue, unless
+    ``refusal`` says why it cannot."""
+
+    overrun = 0.0
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.queue = Queue()
         self.opened: list[str] = []
+        self.refusal: TransportError | None = None
 
     def key(self, cluster: ClusterRef, access: Access) -> str:
         return f"{cluster.host}:{cluster.port}"
@@ -64,6 +70,8 @@ class QueueTransport:
     @contextmanager
     def open(self, cluster: ClusterRef, access: Access, *, deadline: Deadline) -> Iterator[Queue]:
         self.opened.append(cluster.host)
+        if self.refusal is not None:
+            raise self.refusal
         yield self.queue
 
     def evict_idle(self, idle_seconds: float) -> int:
@@ -254,3 +262,21 @@ def test_the_third_scheduler_validates_its_own_block_and_reserves_its_own_files(
     assert (status["reason"], status["message"]) == (
         "InvalidSpec", "spec.script may not hold #TOY lines: the toy scheduler owns them.")
     assert not mc.transport.queue.jobs
+
+
+def test_a_transport_that_fails_to_open_gives_the_batchjob_its_typed_reason() -> None:
+    mc = Metacontroller()
+    mc.transport.refusal = TransportError(Reason.AUTHENTICATION_FAILED,
+                                          "The queue refused the login u.")
+    status = mc.sync()["status"]
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Pending", "AuthenticationFailed", "The queue refused the login u.")
+    assert not mc.transport.queue.jobs
+    mc.transport.refusal = None
+    mc.sync()
+    mc.transport.refusal = TransportError(Reason.CLUSTER_UNREACHABLE, "The queue is away.")
+    status = mc.sync()["status"]
+    assert (status["phase"], status["jobIDs"]) == ("Pending", ["t1/0"])
+    reachable = next(c for c in status["conditions"] if c["type"] == "ClusterReachable")
+    assert (reachable["status"], reachable["reason"], reachable["message"]) == (
+        "False", "ClusterUnreachable", "The queue is away.")

@@ -1,8 +1,8 @@
-"""Builders for the tests of jump hosts, workDir, env, inputs, suspend and the deadline: sync
-requests with usable Secrets and ConfigMaps, and a driver that answers the effects a decision
-yields with results the test fabricates.
+"""Sync requests with usable Secrets and ConfigMaps (jump hosts, workDir, env, inputs, suspend,
+the deadline), and a driver that answers the effects a decision yields with results the test
+fabricates.
 
-Tests import the plain functions (``from tests.unit.site_requests import request``).
+Tests import the plain functions (``from tests.unit.builders import request``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.core import finalize, sync
-from hooks.core.effects import Action, Answer, Decision, Effect
+from hooks.core.effects import Action, Answer, Decision, Effect, Query, Submit, Trouble
+from hooks.core.model import Outcome, Reason, SubmitAnswer, SubmitOutcome, TaskState
 from tests.unit.conftest import NOW, UID, call
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP0vcqgNFWx83GT6XarPgHsbgLZ3ORKXoMapg3PHaQhG"
@@ -151,3 +152,34 @@ class Loop:
 
     def later(self, seconds: float) -> None:
         self.now += datetime.timedelta(seconds=seconds)
+
+
+SUBMITTED: dict[type, Any] = {Submit: SubmitOutcome(SubmitAnswer.SUBMITTED, "500")}
+"""The results of a call whose submission went through as job 500."""
+DOWN = Trouble(Reason.CLUSTER_UNREACHABLE, "Connection refused.")
+"""What an action answers when the cluster cannot be reached."""
+
+
+def queue(*states: TaskState) -> dict[type, Any]:
+    """The results of a call whose status query shows ``states``."""
+    return {Query: list(states)}
+
+
+def pending(reason: Reason = Reason.NONE, task: str = "500") -> TaskState:
+    return TaskState(task, Outcome.PENDING, reason)
+
+
+def running(task: str = "500") -> TaskState:
+    return TaskState(task, Outcome.RUNNING, start_time="2026-11-22T10:05:10Z")
+
+
+def condition(run: Run, kind: str) -> dict[str, str]:
+    (found,) = [c for c in run.status["conditions"] if c["type"] == kind]
+    return found  # type: ignore[no-any-return]
+
+
+def submitted_loop(**spec: Any) -> Loop:
+    """A BatchJob whose attempt 1 was just submitted as job 500."""
+    loop = Loop(request(spec))
+    assert loop.sync(SUBMITTED).kinds == ["Submit", "Track"]
+    return loop
