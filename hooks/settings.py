@@ -67,7 +67,12 @@ ENVIRONMENT = {
         "HPCBRIDGE_BODY_TIMEOUT",
         "seconds a client has for a request's body, from the end of its head",
     ),
+    "direct_clusters": (
+        "HPCBRIDGE_DIRECT_CLUSTERS",
+        "true or false: whether a BatchJob may name its host itself instead of a BatchCluster",
+    ),
 }
+FLAGS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +94,14 @@ class Settings:
     cluster that stalls makes its calls wait for one another."""
     header_timeout: float = 10.0
     body_timeout: float = 10.0
+    direct_clusters: bool = True
+    """Unset means true, so that BatchJobs that name their host keep working; an
+    installation that routes every BatchJob through BatchClusters sets false."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if not isinstance(value, str) and value <= 0:
+            if not isinstance(value, str | bool) and value <= 0:
                 raise ValueError(f"{ENVIRONMENT[spec.name][0]} must be positive, not {value}")
         if self.command_timeout + OVERRUN >= self.guard_stale:
             raise ValueError(
@@ -118,6 +126,11 @@ class Settings:
             if not raw:
                 continue
             kind = type(getattr(cls(), spec.name))
+            if kind is bool:
+                if raw.lower() not in FLAGS:
+                    raise ValueError(f"{name}={raw!r} must be true or false")
+                values[spec.name] = FLAGS[raw.lower()]
+                continue
             try:
                 values[spec.name] = kind(raw)
             except ValueError as err:

@@ -94,7 +94,7 @@ class PooledConnection:
         self.credential_key = credential_key
         """Host, port and credential fingerprint: shared answers are keyed by it."""
         self.target = conn.target
-        self.cluster = f"{conn.target.host}:{conn.target.port}"
+        self.cluster = conn.target.cluster
         self._channels = threading.BoundedSemaphore(max_channels)
         self._metrics = metrics
 
@@ -212,7 +212,7 @@ class Pool:
             via = self._jump_host(target, len(target.jump) - 1, deadline) if target.jump else None
             return self._connector(target, credentials, deadline, via, None)
 
-        cluster = f"{target.host}:{target.port}"
+        cluster = target.cluster
         try:
             conn = self._connect(slot, (target.host, target.port, slot.route), target.host,
                                  connect)
