@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -85,11 +85,13 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        credentials = checked(read_secret(Path(args.secret_dir)))
+        credentials = checked(trusting(read_secret(Path(args.secret_dir)), args.known_hosts))
         jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
-                           checked(read_secret(hop.secret_dir), jump=hop.host))
+                           checked(trusting(read_secret(hop.secret_dir), args.known_hosts),
+                                   jump=hop.host))
                       for hop in args.jump)
-        target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps)
+        target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps,
+                        site=args.batchcluster)
         conn = connect(target, credentials, deadline=Deadline.after(30))
     except (OSError, SecretError, errors.SSHError) as err:
         print(f"hpcbridge: cannot log in to {args.host}: {_why(err)}", file=sys.stderr)
@@ -216,6 +218,11 @@ def read_secret(directory: Path) -> Credentials:
     )
 
 
+def trusting(credentials: Credentials, known_hosts: str | None) -> Credentials:
+    """The credentials with a BatchCluster's host keys instead of the Secret's, if given."""
+    return credentials if known_hosts is None else replace(credentials, known_hosts=known_hosts)
+
+
 def checked(credentials: Credentials, *, jump: str | None = None) -> Credentials:
     """The credentials, if the hooks would take their Secret: a known_hosts line that cannot
     be used, or a certificate that is not valid now, is said plainly instead of as a refused
@@ -277,6 +284,10 @@ def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--job-id", action="append", default=[])
     parser.add_argument("--follow", action="store_true")
     parser.add_argument("--insecure-skip-host-key-check", action="store_true")
+    parser.add_argument("--batchcluster", default="",
+                        help="the BatchCluster the route comes from")
+    parser.add_argument("--known-hosts", default=None,
+                        help="the BatchCluster's knownHosts, trusted instead of the Secrets'")
     parser.add_argument("--jump", action="append", default=[], type=jump_arg,
                         metavar="HOST,PORT,SECRET_DIR,CHECK",
                         help="a jump host, in order (ssh -J); CHECK is verify or insecure")

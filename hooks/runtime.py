@@ -79,7 +79,7 @@ class Runtime:
     def policy(self) -> Policy:
         s = self.settings
         return Policy(log_image=s.log_image, finalize_grace=s.finalize_grace,
-                      guard_stale=s.guard_stale)
+                      guard_stale=s.guard_stale, direct_clusters=s.direct_clusters)
 
     def transport(self, scheduler: Scheduler[Any]) -> Transport[Any]:
         """The transport ``scheduler``'s operations go over."""

@@ -69,7 +69,12 @@ ENVIRONMENT = {
         "of those, the most that calls for the BatchJobs of one namespace may hold at once; a "
         "call beyond it is answered at once, its status kept, and synced again soon",
     ),
+    "direct_clusters": (
+        "HPCBRIDGE_DIRECT_CLUSTERS",
+        "true or false: whether a BatchJob may name its host itself instead of a BatchCluster",
+    ),
 }
+FLAGS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +98,14 @@ class Settings:
     cluster that stalls has its calls answered without running."""
     namespace_threads: int = 16
     """As many: one namespace's calls never hold more than a quarter of the threads."""
+    direct_clusters: bool = True
+    """Unset means true, so that BatchJobs that name their host keep working; an
+    installation that routes every BatchJob through BatchClusters sets false."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if not isinstance(value, str) and value <= 0:
+            if not isinstance(value, str | bool) and value <= 0:
                 raise ValueError(f"{ENVIRONMENT[spec.name][0]} must be positive, not {value}")
         if self.command_timeout + OVERRUN >= self.guard_stale:
             raise ValueError(
@@ -123,6 +131,11 @@ class Settings:
             if not raw:
                 continue
             kind = type(getattr(cls(), spec.name))
+            if kind is bool:
+                if raw.lower() not in FLAGS:
+                    raise ValueError(f"{name}={raw!r} must be true or false")
+                values[spec.name] = FLAGS[raw.lower()]
+                continue
             try:
                 values[spec.name] = kind(raw)
             except ValueError as err:

@@ -121,6 +121,10 @@ class Driver:
     secrets: dict[tuple[str, str], Object] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], Object] = field(default_factory=dict)
     pods: dict[tuple[str, str], Object] = field(default_factory=dict)
+    batchclusters: dict[str, Object] = field(default_factory=dict)
+    namespaces: dict[str, Object] = field(default_factory=dict)
+    """Cluster-scoped related objects, by name (v1 hooks never see them: Metacontroller drops
+    them from a namespaced parent's request)."""
     transitions: list[str] = field(default_factory=list)
     _related: dict[tuple[str, int], list[Object]] = field(default_factory=dict)
 
@@ -136,6 +140,11 @@ class Driver:
     def apply_secret(self, secret: Object) -> None:
         meta = secret["metadata"]
         self.secrets[(meta["namespace"], meta["name"])] = copy.deepcopy(secret)
+
+    def apply_cluster_scoped(self, obj: Object) -> None:
+        """Create or replace a BatchCluster or Namespace."""
+        store = self.batchclusters if obj["kind"] == "BatchCluster" else self.namespaces
+        store[obj["metadata"]["name"]] = copy.deepcopy(obj)
 
     def delete_secret(self, namespace: str, name: str) -> None:
         self.secrets.pop((namespace, name), None)
@@ -185,7 +194,11 @@ class Driver:
         parent = self.get(namespace, name)
         related: dict[str, dict[str, Object]] = {"Secret.v1": {}, "ConfigMap.v1": {}}
         for obj in self._related_objects(parent):
-            group = "Secret.v1" if obj["kind"] == "Secret" else "ConfigMap.v1"
+            group = f"{obj['kind']}.{obj['apiVersion']}"
+            if "namespace" not in obj["metadata"]:
+                if self.hook_version == "v2":
+                    related.setdefault(group, {})[obj["metadata"]["name"]] = obj
+                continue
             related[group][self._key(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
         children = {self._key(namespace, p["metadata"]["name"]): p
                     for p in self.pods_of(namespace, name)}
@@ -207,6 +220,12 @@ class Driver:
         found = []
         for rule in self._related[cache_key]:
             assert "labelSelector" not in rule, "names and labelSelector cannot be combined"
+            if rule["resource"] in ("batchclusters", "namespaces"):
+                assert "namespace" not in rule, "cluster-scoped objects have no namespace"
+                scoped = (self.batchclusters if rule["resource"] == "batchclusters"
+                          else self.namespaces)
+                found += [scoped[n] for n in rule["names"] if n in scoped]
+                continue
             store = {"secrets": self.secrets, "configmaps": self.config_maps}[rule["resource"]]
             for object_name in rule["names"]:
                 obj = store.get((rule["namespace"], object_name))

@@ -69,6 +69,10 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
         args.append("--follow")
     if spec.cluster.insecure_skip_host_key_check:
         args.append("--insecure-skip-host-key-check")
+    if spec.cluster.site:
+        # A BatchCluster's host keys, the only ones trusted on its route (public, no Secret).
+        args += [f"--batchcluster={spec.cluster.site}",
+                 f"--known-hosts={spec.cluster.known_hosts}"]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -217,7 +221,8 @@ def _recognised(
         hop_host, hop_port, hop_dir, check = jump.split(",")
         hops.append(Hop(hop_host, int(hop_port), mounted[hop_dir], check == "insecure"))
     cluster = ClusterRef(host, int(port), secrets["cluster-secret"],
-                         "--insecure-skip-host-key-check" in flags, tuple(hops), directory)
+                         "--insecure-skip-host-key-check" in flags, tuple(hops), directory,
+                         *(values.get("--batchcluster", []) + values.get("--known-hosts", [])))
     (backend,) = values["--backend"]
     spec = Spec(backend=backend, cluster=cluster, script="", logs_follow="--follow" in flags)
     job = JobRequest(namespace, name, uid, int(attempt), spec, 0)

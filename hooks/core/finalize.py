@@ -31,7 +31,7 @@ from hooks.core.status import Status
 
 SKIP_CANCEL = "hpcbridge.io/skip-cancel"
 GIVE_UP_WITHOUT_CLUSTER = frozenset({Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND,
-                                     Reason.INVALID_SECRET})
+                                     Reason.INVALID_SECRET}) | lifecycle.WAITING_FOR_SITE
 """Reasons that end the deletion at once when nothing was ever submitted."""
 
 
@@ -43,7 +43,7 @@ def decide(call: Call) -> Decision:
                                  "cluster left alone")
     where = attempt_placement(call, prev)
     if where is None:
-        return _trouble(call, Trouble(Reason.INVALID_SPEC, call.parsed.error))
+        return _trouble(call, Trouble(call.parsed.reason, call.parsed.error))
     access = credentials(call, where.cluster)
     if isinstance(access, Trouble):
         return _trouble(call, access)

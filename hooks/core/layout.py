@@ -39,7 +39,7 @@ def cluster_ref(raw: object, where: str) -> ClusterRef:
     """The route to a login node as ``spec.cluster`` writes it (and ``status.cluster`` keeps
     it)."""
     cluster = mapping(raw, where)
-    host = _host(cluster.get("host"), f"{where}.host")
+    host = host_name(cluster.get("host"), f"{where}.host")
     secret_name = _secret_name(cluster.get("secretRef"), f"{where}.secretRef")
     if secret_name is None:
         raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
@@ -48,7 +48,7 @@ def cluster_ref(raw: object, where: str) -> ClusterRef:
         raise SpecError(f"{where}.jump must be a list of at most {MAX_JUMPS} jump hosts.")
     return ClusterRef(
         host=host,
-        port=_port(cluster.get("port", 22), f"{where}.port"),
+        port=port_number(cluster.get("port", 22), f"{where}.port"),
         secret_name=secret_name,
         insecure_skip_host_key_check=flag(
             cluster.get("insecureSkipHostKeyCheck", False), f"{where}.insecureSkipHostKeyCheck"
@@ -65,8 +65,8 @@ def _hop(raw: Mapping[str, Any], where: str, cluster_secret: str) -> Hop:
     if ref is not None and secret_name is None:
         raise SpecError(f"{where}.secretRef.name must name a Secret in this namespace.")
     return Hop(
-        host=_host(raw.get("host"), f"{where}.host"),
-        port=_port(raw.get("port", 22), f"{where}.port"),
+        host=host_name(raw.get("host"), f"{where}.host"),
+        port=port_number(raw.get("port", 22), f"{where}.port"),
         secret_name=secret_name or cluster_secret,
         insecure_skip_host_key_check=flag(raw.get("insecureSkipHostKeyCheck", False),
                                           f"{where}.insecureSkipHostKeyCheck"),
@@ -80,14 +80,14 @@ def valid_host(host: object) -> bool:
             and all(0 < len(label) < 64 for label in host.removesuffix(".").split(".")))
 
 
-def _host(host: object, where: str) -> str:
+def host_name(host: object, where: str) -> str:
     if not valid_host(host):
         raise SpecError(f"{where} must be an SSH host name.")
     assert isinstance(host, str)
     return host
 
 
-def _port(value: object, where: str) -> int:
+def port_number(value: object, where: str) -> int:
     return whole_number(value, where, minimum=1, maximum=65535)
 
 

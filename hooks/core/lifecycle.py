@@ -23,8 +23,12 @@ from hooks.core.model import (
 )
 from hooks.core.status import Status
 
+WAITING_FOR_SITE = frozenset({Reason.BATCH_CLUSTER_NOT_FOUND, Reason.INVALID_BATCH_CLUSTER,
+                              Reason.CLUSTER_NOT_ALLOWED})
+"""Reasons a BatchJob waits with for its BatchCluster (``hooks.core.routing``): a change of
+the BatchCluster or of the Namespace's labels lets it go on."""
 NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
-                           Reason.INVALID_SECRET})
+                           Reason.INVALID_SECRET}) | WAITING_FOR_SITE
 """Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
 NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED}
 """Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or

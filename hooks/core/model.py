@@ -50,6 +50,12 @@ class Reason(enum.StrEnum):
     JOB_NOT_FOUND = "JobNotFound"
     UNKNOWN_STATE = "UnknownSchedulerState"
     """A scheduler state the hooks do not know: reported as such, never guessed."""
+    BATCH_CLUSTER_NOT_FOUND = "BatchClusterNotFound"
+    """``spec.cluster.name`` names a BatchCluster the request did not hand over."""
+    INVALID_BATCH_CLUSTER = "InvalidBatchCluster"
+    """The BatchCluster breaks a rule; its platform team fixes it."""
+    CLUSTER_NOT_ALLOWED = "ClusterNotAllowed"
+    """The BatchCluster's ``namespaceSelector`` does not select the BatchJob's namespace."""
 
 
 INFRASTRUCTURE_REASONS = frozenset({Reason.NODE_FAIL, Reason.BOOT_FAIL, Reason.PREEMPTED})
@@ -132,6 +138,12 @@ class ClusterRef:
     """The jump hosts, in order (``ssh -J a,b``): the login node is reached through them."""
     work_dir: str = DEFAULT_WORK_DIR
     """The directory attempts live under: absolute, or relative to the login user's home."""
+    site: str = ""
+    """The BatchCluster the route comes from (``spec.cluster.name``); empty for a route the
+    BatchJob names itself."""
+    known_hosts: str = field(default="", repr=False, compare=False)
+    """The BatchCluster's ``knownHosts`` at submission: with a ``site``, the only host keys
+    trusted along the route besides the BatchCluster's current ones (never a Secret's)."""
 
     @property
     def secret_names(self) -> tuple[str, ...]:

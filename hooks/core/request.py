@@ -16,13 +16,17 @@ from typing import Any, Literal
 
 from hooks.core import children, status
 from hooks.core.layout import DNS_SUBDOMAIN
+from hooks.core.routing import parse_routed
 from hooks.core.scheduler import Rules
-from hooks.core.spec import ParsedSpec, parse
+from hooks.core.sites import SiteError, parse_site
+from hooks.core.spec import ParsedSpec
 from hooks.core.status import Status
 
 POD_GROUP = "Pod.v1"
 SECRET_GROUP = "Secret.v1"
 CONFIG_MAP_GROUP = "ConfigMap.v1"
+SITE_GROUP = "BatchCluster.hpcbridge.io/v1alpha1"
+NAMESPACE_GROUP = "Namespace.v1"
 MAX_NAMED = 256
 """The most entries of one list read for the names of related objects (the spec allows
 fewer)."""
@@ -46,6 +50,9 @@ class Policy:
     log_image: str
     finalize_grace: float
     guard_stale: int
+    direct_clusters: bool = True
+    """Whether a BatchJob may name its host itself (``HPCBRIDGE_DIRECT_CLUSTERS``) rather
+    than a BatchCluster."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,8 @@ class Call:
     previous: Status
     previous_raw: Mapping[str, Any]
     secrets: Mapping[str, Mapping[str, Any]]
+    site_keys: Mapping[str, str]
+    """The ``knownHosts`` of each valid BatchCluster handed over, by name."""
     config_maps: Mapping[str, Mapping[str, Any]]
     log_pod: Mapping[str, Any] | None
     now: datetime.datetime
@@ -86,6 +95,7 @@ def parse_call(
         raise BadHookRequest("'finalizing' must be true or false")
     annotations = metadata.get("annotations")
     previous = parent.get("status") or {}
+    related = body.get("related") or {}
     pods = _group(body.get("attachments" if shape == "decorator" else "children") or {},
                   POD_GROUP, namespace)
     return Call(
@@ -94,11 +104,15 @@ def parse_call(
         annotations=annotations if isinstance(annotations, dict) else {},
         deletion_timestamp=metadata.get("deletionTimestamp"),
         finalizing=finalizing,
-        parsed=parse(parent.get("spec"), rules),
+        parsed=parse_routed(parent.get("spec"), rules,
+                            sites=_group(related, SITE_GROUP, namespace),
+                            namespace=_group(related, NAMESPACE_GROUP, namespace).get(namespace),
+                            direct=policy.direct_clusters),
         previous=status.from_raw(previous, rules),
         previous_raw=previous,
-        secrets=_group(body.get("related") or {}, SECRET_GROUP, namespace),
-        config_maps=_group(body.get("related") or {}, CONFIG_MAP_GROUP, namespace),
+        secrets=_group(related, SECRET_GROUP, namespace),
+        site_keys=_site_keys(_group(related, SITE_GROUP, namespace), rules),
+        config_maps=_group(related, CONFIG_MAP_GROUP, namespace),
         log_pod=pods.get(children.pod_name(metadata["name"])),
         now=now, rules=rules, policy=policy,
     )
@@ -106,20 +120,27 @@ def parse_call(
 
 def customize(body: object) -> dict[str, Any]:
     """The customize answer: exactly the Secrets and ConfigMaps the spec names (the route's
-    logins, env values, input files) and those the current attempt was submitted with.
+    logins, env values, input files) and those the current attempt was submitted with; with
+    a BatchCluster named (in the spec, or by the current attempt), that BatchCluster and the
+    BatchJob's Namespace, both cluster-scoped (hook version v2 hands them over).
     Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
     parent = _parent(body, "parent")
     spec = parent.get("spec") or {}
     secrets, config_maps = named_objects(spec)
+    sites = _names([_dict(spec.get("cluster")).get("name")])
     attempt = status.from_raw(parent.get("status"), {}).cluster  # the cluster needs no rules
     if attempt is not None:
         secrets |= set(attempt.secret_names)
+        sites |= _names([attempt.site])
     namespace = parent["metadata"]["namespace"]
     rules = [{"apiVersion": "v1", "resource": resource, "namespace": namespace,
               "names": sorted(names)}
              for resource, names in (("secrets", secrets), ("configmaps", config_maps)) if names]
+    if sites:
+        rules += [{"apiVersion": API_VERSION, "resource": "batchclusters", "names": sorted(sites)},
+                  {"apiVersion": "v1", "resource": "namespaces", "names": [namespace]}]
     return {"relatedResources": rules}
 
 
@@ -131,6 +152,7 @@ def named_objects(spec: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     config_maps: list[object] = []
     cluster = _dict(spec.get("cluster"))
     secrets.append(_dict(cluster.get("secretRef")).get("name"))
+    secrets.append(_dict(cluster.get("jumpSecretRef")).get("name"))
     secrets += [_dict(_dict(hop).get("secretRef")).get("name")
                 for hop in _list(cluster.get("jump"))]
     for var in _list(spec.get("env")):
@@ -141,6 +163,18 @@ def named_objects(spec: Mapping[str, Any]) -> tuple[set[str], set[str]]:
         secrets.append(_dict(_dict(item).get("secret")).get("name"))
         config_maps.append(_dict(_dict(item).get("configMap")).get("name"))
     return _names(secrets), _names(config_maps)
+
+
+def _site_keys(sites: Mapping[str, Mapping[str, Any]], rules: Rules) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for name, obj in sites.items():
+        try:
+            site = parse_site(obj, rules)
+        except SiteError:
+            continue
+        if site.name == name:
+            keys[name] = site.known_hosts
+    return keys
 
 
 def _names(values: list[object]) -> set[str]:

@@ -7,7 +7,7 @@ its effects. ``attempt_placement`` and ``credentials`` serve finalize too. Pure:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hooks.core import answer, lifecycle
 from hooks.core.effects import Access, Action, Answer, Effect, Trouble
@@ -62,26 +62,44 @@ def attempt_placement(call: Call, prev: Status) -> Placement | None:
 
 def credentials(call: Call, cluster: ClusterRef) -> Access | Trouble:
     """The logins of the route to the cluster (each jump host's, then the login node's) from
-    the Secrets it names, or why there are none. Pure: no I/O."""
-    login = _login(call, cluster.secret_name, cluster.insecure_skip_host_key_check, "")
+    the Secrets it names, or why there are none. On a BatchCluster's route the host keys
+    trusted are its own, never a Secret's. Pure: no I/O."""
+    trusted = trusted_keys(call, cluster)
+    login = _login(call, cluster.secret_name, cluster.insecure_skip_host_key_check, "",
+                   trusted)
     if isinstance(login, Trouble):
         return login
     hops: list[Credentials] = []
     for hop in cluster.jump:
         found = _login(call, hop.secret_name, hop.insecure_skip_host_key_check,
-                       f" (jump host {hop.host})")
+                       f" (jump host {hop.host})", trusted)
         if isinstance(found, Trouble):
             return found
         hops.append(found)
     return Access(login, tuple(hops))
 
 
-def _login(call: Call, name: str, insecure: bool, role: str) -> Credentials | Trouble:
+def trusted_keys(call: Call, cluster: ClusterRef) -> str | None:
+    """The host keys a BatchCluster's route trusts: the BatchCluster's ``knownHosts`` as they
+    are now (a rotated key counts at once), then those the attempt was submitted with (for a
+    host the BatchCluster no longer lists, so that its edit or deletion strands no job); None
+    for a route the BatchJob names itself, which trusts its Secrets' ``known_hosts``."""
+    if not cluster.site:
+        return None
+    current = call.site_keys.get(cluster.site, "")
+    kept = cluster.known_hosts if cluster.known_hosts != current else ""
+    return "\n".join(keys for keys in (current, kept) if keys)
+
+
+def _login(call: Call, name: str, insecure: bool, role: str,
+           trusted: str | None) -> Credentials | Trouble:
     secret = call.secrets.get(name)
     if secret is None:
         return Trouble(Reason.SECRET_NOT_FOUND,
                        f"Secret {name!r}{role} was not found in namespace {call.namespace}.")
     try:
-        return parse_secret(secret, insecure_host_keys=insecure, now=call.now)
+        login = parse_secret(secret, insecure_host_keys=insecure or trusted is not None,
+                             now=call.now)
     except SecretError as err:
         return Trouble(Reason.INVALID_SECRET, f"Secret {name!r}{role}: {err}")
+    return login if trusted is None else replace(login, known_hosts=trusted)

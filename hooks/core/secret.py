@@ -108,7 +108,7 @@ HASH_SIZE = 20
 """Bytes of the salt and of the digest of a hashed host name (``|1|salt|hash``: HMAC-SHA1)."""
 
 
-def check_known_hosts(text: str) -> None:
+def check_known_hosts(text: str, where: str = "the Secret's known_hosts") -> None:
     """Refuse a ``known_hosts`` that has a line the SSH layer cannot use, naming the line.
 
     A line is ``[@revoked] NAMES KEY-TYPE BASE64-KEY [COMMENT]``, with NAMES comma-separated
@@ -121,25 +121,25 @@ def check_known_hosts(text: str) -> None:
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
-        where = f"the Secret's known_hosts line {number}"
+        line_of = f"{where} line {number}"
         if fields[0] == "@cert-authority":
             raise SecretError(
-                f"{where} is an @cert-authority line; host certificates cannot be verified "
+                f"{line_of} is an @cert-authority line; host certificates cannot be verified "
                 "yet, so list the host's own key (ssh-keyscan -p PORT HOST).")
         if fields[0].startswith("@"):
             if fields[0] not in MARKERS:
-                raise SecretError(f"{where} starts with an unknown marker (only @revoked and "
+                raise SecretError(f"{line_of} starts with an unknown marker (only @revoked and "
                                   "@cert-authority exist).")
             fields = fields[1:]
         if len(fields) < 3:
-            raise SecretError(f"{where} is not 'HOST KEY-TYPE KEY' (ssh-keyscan -p PORT HOST "
+            raise SecretError(f"{line_of} is not 'HOST KEY-TYPE KEY' (ssh-keyscan -p PORT HOST "
                               "prints such lines).")
         names, key_type, key = fields[:3]
         if not all(_usable_name(name) for name in names.split(",")):
-            raise SecretError(f"{where} has a host name that is empty or a malformed hashed "
+            raise SecretError(f"{line_of} has a host name that is empty or a malformed hashed "
                               "name (|1|salt|hash).")
         if _key_type(key) != key_type:
-            raise SecretError(f"{where} does not hold a {shown(key_type)} key in base64.")
+            raise SecretError(f"{line_of} does not hold a {shown(key_type)} key in base64.")
 
 
 def _usable_name(name: str) -> bool:

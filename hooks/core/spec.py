@@ -20,7 +20,7 @@ from typing import Any
 from hooks.core import units
 from hooks.core.fields import INT64, SpecError, flag, mapping, optional_number, whole_number
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref, relative_path, reserved_file
-from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Resources, Spec
+from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Reason, Resources, Spec
 from hooks.core.scheduler import Rules
 from hooks.core.text import shown
 
@@ -53,6 +53,9 @@ class ParsedSpec:
     """Why ``spec`` (or ``placement``) is None; empty when the spec is valid."""
     digest: str = ""
     """``digest(spec)``; empty when ``spec`` is None."""
+    reason: Reason = Reason.INVALID_SPEC
+    """Why ``error``: an invalid spec, or a BatchCluster that the BatchJob waits for
+    (``hooks.core.routing``)."""
 
 
 def parse(raw: object, rules: Rules) -> ParsedSpec:
@@ -93,7 +96,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     for other in rules:
         if other != backend and spec.get(other) is not None:
             raise SpecError(f"spec.{other} is set but spec.backend is {backend}; remove one.")
-    resources = _resources(mapping(spec.get("resources") or {}, "spec.resources"))
+    resources = parse_resources(spec.get("resources") or {}, "spec.resources")
     options = rules[backend].parse_options(
         mapping(spec.get(backend) or {}, f"spec.{backend}"), resources)
     logs = mapping(spec.get("logs") or {}, "spec.logs")
@@ -121,8 +124,10 @@ def digest(spec: Spec) -> str:
     """What makes an attempt, as 16 hex digits: the whole spec but ``suspend`` and
     ``activeDeadlineSeconds``, which an attempt follows while it runs. Fields at their
     defaults are left out, so that a field added to the spec later leaves the digests of
-    specs that do not use it as they were."""
-    kept = replace(spec, suspend=False, active_deadline_seconds=None)
+    specs that do not use it as they were. A BatchCluster's host keys are left out too: its
+    platform team rotates them without starting new attempts."""
+    kept = replace(spec, suspend=False, active_deadline_seconds=None,
+                   cluster=replace(spec.cluster, known_hosts=""))
     return hashlib.sha256(repr(_essence(kept)).encode()).hexdigest()[:16]
 
 
@@ -259,27 +264,29 @@ def _script(script: object) -> str:
     return script
 
 
-def _resources(raw: Mapping[str, Any]) -> Resources:
+def parse_resources(value: object, where: str) -> Resources:
+    """``spec.resources`` (or a BatchCluster's defaults for it), each field checked."""
+    raw = mapping(value, where)
     time_limit = raw.get("timeLimit")
     memory = raw.get("memory")
     plausible = (isinstance(time_limit, str) and len(time_limit) <= 32) or (
         isinstance(time_limit, int) and not isinstance(time_limit, bool)
         and time_limit.bit_length() <= 64)
     if time_limit is not None and not plausible:
-        raise SpecError(f"spec.resources.timeLimit: {shown(time_limit)} is not a duration "
+        raise SpecError(f"{where}.timeLimit: {shown(time_limit)} is not a duration "
                         "like 90s, 30m, 2h or 1d12h.")
     try:
         seconds = None if time_limit is None else units.parse_time_limit(str(time_limit))
     except ValueError as err:
-        raise SpecError(f"spec.resources.timeLimit: {err}.") from err
+        raise SpecError(f"{where}.timeLimit: {err}.") from err
     try:
         mib = None if memory is None else units.parse_memory_mib(memory)
     except ValueError as err:
-        raise SpecError(f"spec.resources.memory: {err}.") from err
+        raise SpecError(f"{where}.memory: {err}.") from err
     return Resources(
-        cpus=optional_number(raw.get("cpus"), "spec.resources.cpus", minimum=1),
+        cpus=optional_number(raw.get("cpus"), f"{where}.cpus", minimum=1),
         memory_mib=mib,
-        gpus=optional_number(raw.get("gpus"), "spec.resources.gpus", minimum=0),
+        gpus=optional_number(raw.get("gpus"), f"{where}.gpus", minimum=0),
         time_limit_seconds=seconds,
-        nodes=optional_number(raw.get("nodes"), "spec.resources.nodes", minimum=1),
+        nodes=optional_number(raw.get("nodes"), f"{where}.nodes", minimum=1),
     )

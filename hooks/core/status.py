@@ -207,9 +207,19 @@ def _cluster(raw: object) -> ClusterRef | None:
     """Where the attempt was submitted, if the stored status says so in a form the spec takes
     (``hooks.core.layout.cluster_ref``): anything else is no cluster."""
     try:
-        return cluster_ref(raw, "status.cluster")
+        route = cluster_ref(raw, "status.cluster")
     except SpecError:
         return None
+    assert isinstance(raw, dict)
+    site, known_hosts = raw.get("name"), raw.get("knownHosts")
+    if site is None:
+        return route
+    if not isinstance(site, str) or not DNS_SUBDOMAIN.fullmatch(site):
+        return None
+    # A BatchCluster's route trusts the host keys it was submitted with (none: none).
+    return replace(route, site=site, known_hosts=known_hosts if isinstance(
+        known_hosts, str) else "", insecure_skip_host_key_check=False,
+        jump=tuple(replace(hop, insecure_skip_host_key_check=False) for hop in route.jump))
 
 
 def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
@@ -222,6 +232,9 @@ def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
                                   hop.insecure_skip_host_key_check) for hop in cluster.jump]
     if cluster.work_dir != DEFAULT_WORK_DIR:
         raw["workDir"] = cluster.work_dir
+    if cluster.site:
+        raw["name"] = cluster.site
+        raw["knownHosts"] = cluster.known_hosts
     return raw
 
 

@@ -92,6 +92,10 @@ def _round(call: Call, prev: Status) -> Effects[Answer | Reached]:
     same_attempt = plan.due is Due.TRACK or plan.attempt == prev.attempt
     where = attempt_placement(call, prev) if same_attempt else call.parsed.placement
     if where is None or (spec is None and plan.due is Due.SUBMIT):
+        if call.parsed.reason in lifecycle.WAITING_FOR_SITE and plan.due is Due.SUBMIT:
+            new = lifecycle.unreachable(prev, plan, call.parsed.reason, call.parsed.error,
+                                        backend=call.parsed.backend)
+            return answer.build(call, new)
         return answer.build(call, lifecycle.invalid_spec(prev, call.parsed.error,
                                                          backend=call.parsed.backend))
     submit = spec if plan.due is Due.SUBMIT else None

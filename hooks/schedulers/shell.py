@@ -74,7 +74,8 @@ def target(cluster: ClusterRef, access: Access) -> Target:
     """The login node of ``cluster``, behind its jump hosts, with the route's logins."""
     jump = tuple(Jump(hop.host, hop.port, hop.insecure_skip_host_key_check, credentials)
                  for hop, credentials in zip(cluster.jump, access.hops, strict=True))
-    return Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check, jump)
+    return Target(cluster.host, cluster.port, cluster.insecure_skip_host_key_check, jump,
+                  site=cluster.site)
 
 
 class OverSSH:

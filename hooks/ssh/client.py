@@ -63,10 +63,18 @@ class Target:
     insecure_skip_host_key_check: bool = False
     jump: tuple[Jump, ...] = ()
     """The jump hosts, in order: the target is reached through a tunnel across each."""
+    site: str = ""
+    """The BatchCluster the route comes from, if any: its ``knownHosts`` are the keys
+    trusted, and it names the cluster in the metrics."""
 
     @property
     def known_hosts_name(self) -> str:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+    @property
+    def cluster(self) -> str:
+        """The metrics' ``cluster`` label: the BatchCluster's name, else ``host:port``."""
+        return self.site or f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)

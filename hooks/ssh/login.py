@@ -58,7 +58,7 @@ def jump_target(target: Target, number: int) -> Target:
     before it as its own route."""
     jump = target.jump[number]
     return Target(jump.host, jump.port, jump.insecure_skip_host_key_check,
-                  jump=target.jump[:number])
+                  jump=target.jump[:number], site=target.site)
 
 
 def connect_leg(
@@ -99,7 +99,10 @@ class Leg:
         self.error_host = toward if toward is not None else target.host
 
     def secret_key(self, key: str) -> str:
-        """The Secret's key ``key``, as a message names it."""
+        """The Secret's key ``key``, as a message names it (on a BatchCluster's route, its
+        ``knownHosts`` stand for every Secret's ``known_hosts``)."""
+        if key == "known_hosts" and self.target.site:
+            return f"the knownHosts of BatchCluster {self.target.site}"
         return (f"the {key} of the Secret of {self.name}" if self.jump
                 else f"the Secret's {key}")
 

@@ -185,7 +185,7 @@ class Pool:
             via = self._jump_host(target, len(target.jump) - 1, deadline) if target.jump else None
             return self._connector(target, credentials, deadline, via, None)
 
-        cluster = f"{target.host}:{target.port}"
+        cluster = target.cluster
         try:
             conn = self._connect(slot, (target.host, target.port, slot.route), target.host,
                                  connect)

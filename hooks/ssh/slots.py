@@ -28,7 +28,7 @@ class PooledConnection:
         self.credential_key = credential_key
         """Host, port and credential fingerprint: shared answers are keyed by it."""
         self.target = conn.target
-        self.cluster = f"{conn.target.host}:{conn.target.port}"
+        self.cluster = conn.target.cluster
         self._channels = threading.BoundedSemaphore(max_channels)
         self._metrics = metrics
 

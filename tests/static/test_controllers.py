@@ -103,7 +103,7 @@ def test_controller_hooks_and_resync(file_name: str) -> None:
     assert controller["spec"]["resyncPeriodSeconds"] == 300
     assert controller["spec"]["hooks"] == {
         hook: {
-            "version": "v1",
+            "version": "v2",
             "webhook": {
                 "url": f"https://{SERVICE_HOST}:443/{hook}",
                 "timeout": "30s",

@@ -14,8 +14,6 @@ from tests.static.kube import REPO, Object, Render, select
 @pytest.mark.parametrize(
     ("field_path", "default"),
     [
-        pytest.param("cluster.port", 22, id="port"),
-        pytest.param("cluster.insecureSkipHostKeyCheck", False, id="insecure"),
         pytest.param("logs.pod", True, id="logs-pod"),
         pytest.param("logs.follow", False, id="logs-follow"),
         pytest.param("backoffLimit", 0, id="backoff-limit"),

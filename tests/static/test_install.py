@@ -45,6 +45,9 @@ def test_install_objects(install: str, render: Render) -> None:
             ("CustomResourceDefinition", "batchjobs.hpcbridge.io"),
             ("ClusterRole", "hpcbridge-batchjobs-edit"),
             ("ClusterRole", "hpcbridge-batchjobs-view"),
+            ("CustomResourceDefinition", "batchclusters.hpcbridge.io"),
+            ("ClusterRole", "hpcbridge-batchclusters-edit"),
+            ("ClusterRole", "hpcbridge-batchclusters-view"),
             (CONTROLLER_OF_INSTALL[install], "hpcbridge-batchjob"),
         ]
     )

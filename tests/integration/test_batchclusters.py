@@ -1,0 +1,254 @@
+"""BatchClusters on both real test clusters, through the bastion in front of them: a BatchJob
+that names one runs with a Secret holding no known_hosts, with the BatchCluster's defaults
+where it leaves fields out and its own values where it sets them; each refusal submits nothing;
+a wrong knownHosts fails closed before any credential reaches the login node."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.driver import Driver, serving
+from tests.integration.conftest import (
+    NAMESPACE,
+    STATUS_TTL,
+    Bastion,
+    Cluster,
+    clusters_with_key,
+    condor,
+    jobs_named,
+    read_from,
+)
+
+LABEL = "hpc.example.org/test-site"
+HELLO = '#!/bin/sh\necho "site $(hostname)"\n'
+
+
+def namespace(labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": labels}}
+
+
+def batchcluster(cluster: Cluster, bastion: Bastion, name: str, **spec: Any) -> dict[str, Any]:
+    """A BatchCluster for ``cluster`` by a name only the bastion resolves, through it; its
+    knownHosts list the login node (hashed) and the bastion."""
+    route = bastion.route(cluster.backend)
+    return {
+        "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "backend": cluster.backend, "host": route.name, "port": route.port,
+            "jump": [{"host": bastion.host, "port": bastion.port}],
+            "knownHosts": f"{route.known_hosts_hashed.strip()}\n{bastion.known_hosts.strip()}\n",
+            "namespaceSelector": {"matchLabels": {LABEL: "enabled"}},
+            "defaults": {"resources": {"timeLimit": "7m", "memory": "100Mi", "cpus": 1}},
+            "limits": {"maxCpus": 2, "maxTimeLimit": "1h"},
+            **spec,
+        },
+    }
+
+
+def prepare(driver: Driver, cluster: Cluster, bastion: Bastion, name: str, *,
+            labels: dict[str, str] | None = None, **site: Any) -> None:
+    """The Namespace, the BatchCluster ``name`` and the logins, none with a known_hosts."""
+    driver.apply_cluster_scoped(namespace({LABEL: "enabled"} if labels is None else labels))
+    driver.apply_cluster_scoped(batchcluster(cluster, bastion, name, **site))
+    driver.apply_secret(cluster.secret(f"{name}-login", known_hosts=None))
+    bastion_login = bastion.secret(f"{name}-bastion")
+    del bastion_login["data"]["known_hosts"]
+    driver.apply_secret(bastion_login)
+
+
+def named(name: str, script: str = HELLO, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"cluster": {"name": name, "secretRef": {"name": f"{name}-login"},
+                             "jumpSecretRef": {"name": f"{name}-bastion"}},
+                 "script": script, **spec},
+    }
+
+
+def submitted(cluster: Cluster, batchjob: dict[str, Any]) -> list[str]:
+    """The jobs of the BatchJob's first attempt the scheduler knows."""
+    key = f"{batchjob['metadata']['uid']}-1"
+    if cluster.backend == "slurm":
+        return jobs_named(f"hpcb-{key}")
+    return clusters_with_key(cluster, key)
+
+
+def requested(cluster: Cluster, job: str) -> tuple[int | None, int, int]:
+    """(time limit in minutes, memory in MiB, cpus) as the scheduler took them (SLURM's
+    ``scontrol show job``; HTCondor's job ad, whose time limit is an expression)."""
+    if cluster.backend == "slurm":
+        shown = subprocess.run(["scontrol", "show", "job", job], capture_output=True,
+                               text=True, check=True).stdout
+        found = {key: re.search(pattern, shown) for key, pattern in (
+            ("time", r"TimeLimit=(\d+):(\d+):\d+"), ("memory", r"MinMemoryNode=(\d+)M"),
+            ("cpus", r"MinCPUsNode=(\d+)"))}
+        assert all(found.values()), shown
+        hours, minutes = found["time"].groups()  # type: ignore[union-attr]
+        return (int(hours) * 60 + int(minutes), int(found["memory"].group(1)),  # type: ignore[union-attr]
+                int(found["cpus"].group(1)))  # type: ignore[union-attr]
+    ad = condor(cluster, "condor_history", job, "-limit", "1", "-af", "RequestMemory",
+                "RequestCpus").split()
+    return None, int(ad[0]), int(ad[1])
+
+
+@pytest.fixture
+def driver(hook_server: str) -> Driver:
+    """Metacontroller with hook version v2, the only one that hands a BatchJob cluster-scoped
+    objects."""
+    return Driver(hook_server, hook_version="v2")
+
+
+def test_a_batchjob_runs_through_its_batchclusters_bastion_with_its_defaults(
+        driver: Driver, cluster: Cluster, bastion: Bastion, name: str, hook_server: str) -> None:
+    route = bastion.route(cluster.backend)
+    prepare(driver, cluster, bastion, name)
+    mark = bastion.log_size()
+    batchjob = driver.create(named(name, resources={"timeLimit": "9m"}))
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    assert (route.name, route.port) in bastion.forwarded(since=mark)
+    assert status["cluster"]["name"] == name and status["cluster"]["host"] == route.name
+    assert status["cluster"]["knownHosts"].startswith(route.known_hosts_hashed.strip())
+    assert "known_hosts" not in driver.secrets[(NAMESPACE, f"{name}-login")]["data"]
+    (job,) = submitted(cluster, batchjob)
+    minutes, memory, cpus = requested(cluster, job)
+    assert (memory, cpus) == (100, 1)  # the BatchCluster's defaults
+    if cluster.backend == "slurm":
+        assert minutes == 9  # the BatchJob's own timeLimit wins over the default 7m
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    args = pod["spec"]["containers"][0]["args"]
+    assert f"--batchcluster={name}" in args
+    assert "site " in driver.run_pod(pod).stdout
+    metrics = requests.get(f"{hook_server}/metrics", timeout=10).text
+    assert f'hpcbridge_ssh_connects_total{{cluster="{name}",outcome="ok"}}' in metrics
+    driver.finalize(NAMESPACE, name)
+
+
+def test_the_batchjobs_own_values_win_over_the_defaults(
+        driver: Driver, cluster: Cluster, bastion: Bastion, name: str) -> None:
+    prepare(driver, cluster, bastion, name)
+    batchjob = driver.create(named(name, resources={"memory": "150Mi", "cpus": 2}))
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    (job,) = submitted(cluster, batchjob)
+    minutes, memory, cpus = requested(cluster, job)
+    assert (memory, cpus) == (150, 2)
+    if cluster.backend == "slurm":
+        assert minutes == 7  # the default, which the BatchJob leaves out
+    driver.finalize(NAMESPACE, name)
+
+
+@pytest.mark.parametrize(
+    ("change", "phase", "reason", "words"),
+    [
+        pytest.param("no-batchcluster", "Pending", "BatchClusterNotFound", "was not handed over",
+                     id="not-found"),
+        pytest.param("no-label", "Pending", "ClusterNotAllowed", "does not select",
+                     id="not-allowed"),
+        pytest.param("too-many-cpus", "Failed", "InvalidSpec", "limits.maxCpus", id="limit"),
+        pytest.param("own-port", "Failed", "InvalidSpec", "spec.cluster.port", id="own-port"),
+        pytest.param("other-backend", "Failed", "InvalidSpec", "spec.backend", id="backend"),
+    ],
+)
+def test_each_refusal_submits_nothing(driver: Driver, cluster: Cluster, bastion: Bastion,
+                                      name: str, change: str, phase: str, reason: str,
+                                      words: str) -> None:
+    prepare(driver, cluster, bastion, name, labels={} if change == "no-label" else None)
+    if change == "no-batchcluster":
+        driver.batchclusters.clear()
+    spec: dict[str, Any] = {
+        "too-many-cpus": {"resources": {"cpus": 3}},
+        "other-backend": {"backend": "htcondor" if cluster.backend == "slurm" else "slurm"},
+    }.get(change, {})
+    batchjob = named(name, **spec)
+    if change == "own-port":
+        batchjob["spec"]["cluster"]["port"] = 2
+    created = driver.create(batchjob)
+    for _ in range(2):
+        status = driver.sync(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == (phase, reason), status
+    assert words in status["message"], status
+    assert submitted(cluster, created) == []
+    assert not cluster.remote_root(created).exists()
+    if change == "no-label":  # a label added later lets it proceed
+        driver.apply_cluster_scoped(namespace({LABEL: "enabled"}))
+        status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+        assert status["phase"] == "Succeeded", status
+    driver.finalize(NAMESPACE, name)
+
+
+def wrong_key_line(host_field: str) -> str:
+    """A well-formed ed25519 known_hosts line whose key no test server has."""
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + bytes(range(32))
+    return f"{host_field} ssh-ed25519 {base64.b64encode(blob).decode()}"
+
+
+def test_a_wrong_known_hosts_fails_closed_before_any_credential_is_sent(
+        driver: Driver, cluster: Cluster, bastion: Bastion, name: str) -> None:
+    route = bastion.route(cluster.backend)
+    wrong = f"{wrong_key_line(f'[{route.name}]:{route.port}')}\n{bastion.known_hosts.strip()}\n"
+    prepare(driver, cluster, bastion, name, knownHosts=wrong)
+    since = cluster.ssh_log.stat().st_size
+    commands = len(cluster.commands())
+    created = driver.create(named(name))
+    status = driver.sync(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", "HostKeyMismatch"), status
+    assert f"knownHosts of BatchCluster {name}" in status["message"], status
+    seen = read_from(cluster.ssh_log, since)
+    assert not re.search(r"Accepted|Failed (publickey|password)|Postponed|userauth", seen), seen
+    assert len(cluster.commands()) == commands
+    assert submitted(cluster, created) == []
+    # The platform team fixes the BatchCluster: its current knownHosts count at once.
+    driver.apply_cluster_scoped(batchcluster(cluster, bastion, name))
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    driver.finalize(NAMESPACE, name)
+
+
+def test_deleting_the_batchcluster_strands_no_running_job(
+        driver: Driver, slurm: Cluster, bastion: Bastion, name: str) -> None:
+    prepare(driver, slurm, bastion, name)
+    driver.create(named(name, "#!/bin/sh\nsleep 8\necho done\n"))
+    status = driver.run_to_phase(NAMESPACE, name, "Running", "Succeeded", "Failed")["status"]
+    assert status["phase"] in ("Running", "Succeeded"), status
+    driver.batchclusters.clear()
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    driver.finalize(NAMESPACE, name)
+
+
+@pytest.fixture(scope="module")
+def named_only_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log: Path = tmp_path_factory.mktemp("named-only") / "gunicorn.log"
+    with serving(log, HPCBRIDGE_LOG_IMAGE="hpcbridge:test",
+                 HPCBRIDGE_STATUS_TTL=str(STATUS_TTL), HPCBRIDGE_DIRECT_CLUSTERS="false") as url:
+        yield url
+    assert "Traceback" not in log.read_text()
+
+
+def test_without_direct_clusters_a_host_is_refused_and_a_batchcluster_runs(
+        named_only_server: str, slurm: Cluster, bastion: Bastion, name: str) -> None:
+    driver = Driver(named_only_server, hook_version="v2")
+    driver.apply_secret(slurm.secret(f"{name}-direct"))
+    direct = driver.create(slurm.batchjob(f"{name}-direct", HELLO, f"{name}-direct"))
+    status = driver.sync(NAMESPACE, f"{name}-direct")["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert "HPCBRIDGE_DIRECT_CLUSTERS=false" in status["message"]
+    assert jobs_named(f"hpcb-{direct['metadata']['uid']}-1") == []
+    prepare(driver, slurm, bastion, name)
+    driver.create(named(name))
+    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
+    assert status["phase"] == "Succeeded", status
+    driver.finalize(NAMESPACE, name)
+    driver.finalize(NAMESPACE, f"{name}-direct")
