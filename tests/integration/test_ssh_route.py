@@ -12,6 +12,7 @@ import datetime
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,9 +64,29 @@ def user_of(pool: Pool, target: Target, credentials: Credentials) -> str:
         return conn.run(["id", "-un"], deadline=within()).out.strip()
 
 
-def accepted(bastion: Bastion, since: int) -> int:
-    """How many logins of the jump user the bastion accepted since that point of its log."""
-    return read_from(bastion.log, since).count(f"Accepted publickey for {bastion.user} ")
+@pytest.fixture
+def bastion_ports(bastion: Bastion, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The local ports of the connections this test opens to the bastion: the bastion is
+    everybody's, and other tests log in to it at the same time."""
+    ports: list[int] = []
+    opened = socket.create_connection
+
+    def recorded(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        sock = opened(address, *args, **kwargs)
+        if address[1] == bastion.port:
+            ports.append(sock.getsockname()[1])
+        return sock
+
+    monkeypatch.setattr(socket, "create_connection", recorded)
+    return ports
+
+
+def accepted(bastion: Bastion, since: int, ports: list[int]) -> int:
+    """How many logins of the jump user over this test's connections (``ports``) the bastion
+    accepted since that point of its log."""
+    text = read_from(bastion.log, since)
+    return sum(text.count(f"Accepted publickey for {bastion.user} from {bastion.host} port {port} ")
+               for port in ports)
 
 
 @pytest.mark.parametrize("hashed", [pytest.param(False, id="plain-known-hosts"),
@@ -94,7 +115,7 @@ def test_the_login_nodes_name_resolves_only_on_the_bastion(
 @pytest.mark.slurm
 @pytest.mark.htcondor
 def test_one_bastion_connection_serves_every_login_node_behind_it(
-    bastion: Bastion, slurm: Cluster, htcondor: Cluster, pool: Pool
+    bastion: Bastion, slurm: Cluster, htcondor: Cluster, pool: Pool, bastion_ports: list[int]
 ) -> None:
     since = bastion.log_size()
     for _ in range(3):
@@ -102,7 +123,8 @@ def test_one_bastion_connection_serves_every_login_node_behind_it(
             credentials = login(cluster, bastion.route(cluster.backend).known_hosts)
             assert user_of(pool, behind(bastion, cluster), credentials) == cluster.user
     assert (len(pool), pool.jump_hosts) == (2, 1)
-    assert accepted(bastion, since) == 1
+    assert len(bastion_ports) == 1
+    assert accepted(bastion, since, bastion_ports) == 1
     forwarded = bastion.forwarded(since)
     assert sorted(forwarded) == sorted((bastion.route(c.backend).name,
                                         bastion.route(c.backend).port) for c in (slurm, htcondor))
@@ -125,7 +147,7 @@ def test_the_log_pods_connection_takes_the_same_route_and_closes_it(
 
 
 def test_a_bastion_with_another_host_key_is_a_host_key_mismatch(
-    bastion: Bastion, cluster: Cluster, pool: Pool
+    bastion: Bastion, cluster: Cluster, pool: Pool, bastion_ports: list[int]
 ) -> None:
     route = bastion.route(cluster.backend)
     # The login node's key, listed under the bastion's name.
@@ -139,7 +161,8 @@ def test_a_bastion_with_another_host_key_is_a_host_key_mismatch(
         f"the host key of jump host [{bastion.host}]:{bastion.port} (")
     assert caught.value.message.endswith(
         f"is not in the known_hosts of the Secret of jump host {bastion.host}")
-    assert accepted(bastion, since) == 0
+    assert bastion_ports
+    assert accepted(bastion, since, bastion_ports) == 0
 
 
 def test_a_bastion_that_is_down_is_unreachable_and_named(
