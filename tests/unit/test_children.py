@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from hooks.core.children import LAST_APPLIED, carried_over, log_pod, pod_due, pod_name
-from hooks.core.model import ClusterRef, JobRequest, Phase, Reason
+from hooks.core.model import ClusterRef, JobRequest, Phase, Reason, Spec
 from hooks.core.status import Status
+from tests.unit.builders import LOGIN
 from tests.unit.conftest import HOSTS, UID
 from tests.unit.conftest import job as build_job
 
@@ -259,3 +260,17 @@ def test_nothing_is_carried_over(observed: dict[str, Any] | None) -> None:
 
 def test_a_pod_of_another_image_is_not_carried_over() -> None:
     assert carry(observed_pod(), image="registry.example.org/hpcbridge:9.9.9") is None
+
+
+def test_a_log_pod_annotation_naming_another_batchjob_is_not_carried_over() -> None:
+    """The annotation is the user's to edit: a Pod rebuilt under another BatchJob's name
+    (``other-logs``) would be a child this BatchJob never had."""
+    cluster = ClusterRef(LOGIN, 22, "login", False)
+    other = JobRequest("research", "other", UID, 1, Spec("slurm", cluster, ""), 0)
+    applied = log_pod(other, job_ids=("500",), image="img")
+    observed = {**applied, "metadata": {"name": "sim-logs",
+                                        "annotations": {LAST_APPLIED: json.dumps(applied)}}}
+    assert carried_over(observed, namespace="research", name="sim", uid=UID, image="img",
+                        clusters={cluster}) is None
+    assert carried_over(observed, namespace="research", name="other", uid=UID, image="img",
+                        clusters={cluster}) == applied
