@@ -278,7 +278,9 @@ def test_a_followed_pod_with_its_flags_is_carried_over() -> None:
     observed = observed_pod(cluster={"host": "h", "port": 22, "secretRef": {"name": "s"},
                                      "insecureSkipHostKeyCheck": True},
                             logs={"follow": True})
-    assert carry(observed) is not None
+    kept = carry(observed)
+    assert kept == json.loads(observed["metadata"]["annotations"][LAST_APPLIED])
+    assert {"--follow", "--insecure-skip-host-key-check"} <= set(container(kept)["args"])
 
 
 def with_annotation(value: object) -> dict[str, Any]:
