@@ -123,10 +123,10 @@ def digest(spec: Spec) -> str:
     defaults are left out, so that a field added to the spec later leaves the digests of
     specs that do not use it as they were."""
     kept = replace(spec, suspend=False, active_deadline_seconds=None)
-    return hashlib.sha256(repr(_essence(kept)).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(essence(kept)).encode()).hexdigest()[:16]
 
 
-def _essence(value: object) -> object:
+def essence(value: object) -> object:
     """``value`` with every dataclass reduced to its fields that differ from their defaults,
     by name."""
     if is_dataclass(value) and not isinstance(value, type):
@@ -138,10 +138,10 @@ def _essence(value: object) -> object:
                     continue
             elif item.default_factory is not MISSING and current == item.default_factory():
                 continue
-            found.append((item.name, _essence(current)))
+            found.append((item.name, essence(current)))
         return (type(value).__name__, tuple(found))
     if isinstance(value, tuple):
-        return tuple(_essence(v) for v in value)
+        return tuple(essence(v) for v in value)
     return value
 
 
