@@ -128,10 +128,10 @@ def digest(spec: Spec) -> str:
     platform team rotates them without starting new attempts."""
     kept = replace(spec, suspend=False, active_deadline_seconds=None,
                    cluster=replace(spec.cluster, known_hosts=""))
-    return hashlib.sha256(repr(_essence(kept)).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(essence(kept)).encode()).hexdigest()[:16]
 
 
-def _essence(value: object) -> object:
+def essence(value: object) -> object:
     """``value`` with every dataclass reduced to its fields that differ from their defaults,
     by name."""
     if is_dataclass(value) and not isinstance(value, type):
@@ -143,10 +143,10 @@ def _essence(value: object) -> object:
                     continue
             elif item.default_factory is not MISSING and current == item.default_factory():
                 continue
-            found.append((item.name, _essence(current)))
+            found.append((item.name, essence(current)))
         return (type(value).__name__, tuple(found))
     if isinstance(value, tuple):
-        return tuple(_essence(v) for v in value)
+        return tuple(essence(v) for v in value)
     return value
 
 

@@ -72,7 +72,7 @@ def connect_leg(
     messages then name it as a jump host, and errors carry ``toward`` as their host.
     """
     leg = Leg(target, toward)
-    pkey = _usable_key(credentials, leg)
+    pkey = usable_key(credentials, leg)
     known = (None if target.insecure_skip_host_key_check
              else known_host_keys(credentials, target))
     sock = _tunnel(via, leg, deadline) if via is not None else _dial(leg, deadline)
@@ -200,7 +200,7 @@ def _authenticate(
             leg.error_host, f"SSH login to {leg.name} failed: {err}") from err
 
 
-def _usable_key(credentials: Credentials, leg: Leg) -> paramiko.PKey | None:
+def usable_key(credentials: Credentials, leg: Leg) -> paramiko.PKey | None:
     """The Secret's key, with its certificate if the Secret has one; without a key, or with an
     unreadable one beside a password, None (the password is tried then). A certificate that
     is not the key's is an error even beside a password: the Secret contradicts itself."""

@@ -126,19 +126,19 @@ class Pool:
         if not slot.lock.acquire(timeout=deadline.left()):
             raise errors.ClusterUnreachable(target.host, f"connecting to {target.host} stalled")
         try:
-            if slot.conn is None or not slot.conn.conn.alive:
-                if slot.conn is not None:
-                    slot.conn.conn.close()  # its jump host's connection died under it
-                    slot.conn = None
-                slot.conn = self._reopen(slot, target, credentials, key, deadline)
-            conn = slot.conn
+            if slot.pooled is None or not slot.pooled.connection.alive:
+                if slot.pooled is not None:
+                    slot.pooled.connection.close()  # its jump host's connection died under it
+                    slot.pooled = None
+                slot.pooled = self._reopen(slot, target, credentials, key, deadline)
+            pooled = slot.pooled
         finally:
             slot.lock.release()
         try:
-            yield conn
+            yield pooled
         except errors.SSHError as err:
-            if not isinstance(err, errors.CommandTimeout) or not conn.conn.alive:
-                self._drop(slot, conn)
+            if not isinstance(err, errors.CommandTimeout) or not pooled.connection.alive:
+                self._drop(slot, pooled)
             raise
 
     def _make_room(self) -> dict[str, Slot]:
@@ -165,12 +165,12 @@ class Pool:
         """Close the connections of slots taken out of the pool; forget the clusters no
         connection is left to."""
         with self._lock:
-            kept = {slot.conn.cluster for slot in self._slots.values() if slot.conn}
+            kept = {slot.pooled.cluster for slot in self._slots.values() if slot.pooled}
         for slot in slots.values():
-            if slot.conn is not None:
-                slot.conn.conn.close()
-                if slot.conn.cluster not in kept:
-                    self._metrics.forget_cluster(slot.conn.cluster)
+            if slot.pooled is not None:
+                slot.pooled.connection.close()
+                if slot.pooled.cluster not in kept:
+                    self._metrics.forget_cluster(slot.pooled.cluster)
         for hop_slot in hops.values():
             if hop_slot.hop is not None:
                 hop_slot.hop.close()
@@ -187,13 +187,13 @@ class Pool:
 
         cluster = target.cluster
         try:
-            conn = self._connect(slot, (target.host, target.port, slot.route), target.host,
-                                 connect)
+            connection = self._connect(slot, (target.host, target.port, slot.route),
+                                       target.host, connect)
         except errors.SSHError:
             self._metrics.ssh_connect(cluster, ok=False)
             raise
         self._metrics.ssh_connect(cluster, ok=True)
-        return PooledConnection(conn, key, self.max_channels, self._metrics)
+        return PooledConnection(connection, key, self.max_channels, self._metrics)
 
     def _jump_host(self, target: Target, number: int, deadline: Deadline) -> Connection:
         """The pooled connection to the target's ``number``-th jump host, opened (through the
@@ -249,11 +249,11 @@ class Pool:
         login.failure = None
         return conn
 
-    def _drop(self, slot: Slot, conn: PooledConnection) -> None:
+    def _drop(self, slot: Slot, pooled: PooledConnection) -> None:
         with slot.lock:
-            if slot.conn is conn:
-                slot.conn = None
-        conn.conn.close()
+            if slot.pooled is pooled:
+                slot.pooled = None
+        pooled.connection.close()
 
     def evict_idle(self, idle_seconds: float) -> int:
         """Close the connections no call has opened for ``idle_seconds`` and the jump hosts'
@@ -288,8 +288,8 @@ class Pool:
             self._slots.clear()
             self._hops.clear()
         for slot in slots:
-            if slot.conn is not None:
-                slot.conn.conn.close()
+            if slot.pooled is not None:
+                slot.pooled.connection.close()
         for hop_slot in hops:
             if hop_slot.hop is not None:
                 hop_slot.hop.close()

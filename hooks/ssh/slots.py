@@ -20,28 +20,29 @@ FAILED_SECONDS = 10.0
 
 
 class PooledConnection:
-    """A shared connection: commands wait for a free channel (within their own deadline)."""
+    """A shared connection (``connection``, the SSH connection itself): commands wait for a
+    free channel (within their own deadline)."""
 
-    def __init__(self, conn: Connection, credential_key: str, max_channels: int,
+    def __init__(self, connection: Connection, credential_key: str, max_channels: int,
                  metrics: Metrics) -> None:
-        self.conn = conn
+        self.connection = connection
         self.credential_key = credential_key
         """Host, port and credential fingerprint: shared answers are keyed by it."""
-        self.target = conn.target
-        self.cluster = conn.target.cluster
+        self.target = connection.target
+        self.cluster = connection.target.cluster
         self._channels = threading.BoundedSemaphore(max_channels)
         self._metrics = metrics
 
     def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
         with self._channel(argv, deadline):
-            return self.conn.run(argv, stdin=stdin, deadline=deadline)
+            return self.connection.run(argv, stdin=stdin, deadline=deadline)
 
     def stream(
         self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
         deadline: Deadline,
     ) -> tuple[int, bytes]:
         with self._channel(argv, deadline):
-            return self.conn.stream(argv, sink, stdin=stdin, deadline=deadline)
+            return self.connection.stream(argv, sink, stdin=stdin, deadline=deadline)
 
     @contextmanager
     def _channel(self, argv: Sequence[str], deadline: Deadline) -> Iterator[None]:
@@ -82,7 +83,8 @@ class Slot(Failed):
     used: float = 0.0
     users: int = 0
     """How many calls hold the slot now: a slot in use is never evicted."""
-    conn: PooledConnection | None = None
+    pooled: PooledConnection | None = None
+    """The target's shared connection, once opened."""
     route: tuple[str, ...] = ()
     """The keys of the jump host connections the target is reached through."""
 

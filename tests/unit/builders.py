@@ -183,3 +183,18 @@ def submitted_loop(**spec: Any) -> Loop:
     loop = Loop(request(spec))
     assert loop.sync(SUBMITTED).kinds == ["Submit", "Track"]
     return loop
+
+
+# --- stored statuses -----------------------------------------------------------------------------
+
+
+STORED_ROUTE = {"host": LOGIN, "port": 22, "secretRef": {"name": "login"}}
+"""The cluster of a stored attempt, as the status holds it."""
+ANOTHER_JOB = "8534"
+"""A job of another BatchJob of the same cluster account."""
+
+
+def stored_status(backend: str = "slurm", **fields: Any) -> dict[str, Any]:
+    """A status as a user who may write it could leave it: attempt 1 queued."""
+    return {"phase": "Pending", "backend": backend, "attempt": 1, "attemptGeneration": 1,
+            "cluster": STORED_ROUTE, **fields}

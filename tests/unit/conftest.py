@@ -124,16 +124,18 @@ class FakeConnection:
 
 class FakePool:
     """Stands in for the SSH pool: every open yields ``conn`` (or raises ``error``) and is
-    recorded by host."""
+    recorded, by host and by its whole target (jump hosts included)."""
 
     def __init__(self, conn: object = None, error: Exception | None = None) -> None:
         self.conn = conn if conn is not None else FakeConnection()
         self.error = error
         self.hosts: list[str] = []
+        self.targets: list[Target] = []
 
     @contextmanager
     def open(self, target: Target, credentials: object, *, deadline: Deadline) -> Iterator[Any]:
         self.hosts.append(target.host)
+        self.targets.append(target)
         if self.error is not None:
             raise self.error
         yield self.conn

@@ -20,8 +20,9 @@ from hooks.deadline import Deadline
 from hooks.executor import Executor
 from hooks.ssh import errors
 from hooks.ssh.client import Target
+from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import FakePool, runtime
-from tests.unit.test_executor import Loop, RecordingSlurm, request
+from tests.unit.test_executor import Loop, RecordingSlurm
 
 ATTACKERS = 80
 SHARE = 4
@@ -97,7 +98,7 @@ def test_a_busy_answer_keeps_the_status_and_the_log_pod() -> None:
     first = executor.sync(request())
     body = request(status=first["status"])
     body["children"]["Pod.v1"] = {pod["metadata"]["name"]: pod for pod in first["children"]}
-    with rt.admission.slot(("h:22",), "elsewhere"):  # the route's share is taken
+    with rt.admission.slot((f"{LOGIN}:22",), "elsewhere"):  # the route's share is taken
         kept = executor.sync(copy.deepcopy(body))
     assert kept["status"] == first["status"]
     assert kept["children"] == first["children"]

@@ -176,7 +176,8 @@ def test_messages(tasks: list[TaskState], single: bool, message: str) -> None:
 def test_expected_tasks_that_are_missing_do_not_count_as_succeeded() -> None:
     summary = summarize([task("7_0", S)], expected=("7_0", "7_1", "7_2", "7_3"), single=False,
                         seconds_since_submit=120)
-    assert summary.phase is not Phase.SUCCEEDED
+    assert (summary.phase, summary.succeeded, summary.active) == (Phase.PENDING, 1, 3)
+    assert summary.message == "Task 7_1: The job is not visible on the cluster yet."
 
 
 def test_a_heterogeneous_job_reports_its_components_instead_of_its_id() -> None:

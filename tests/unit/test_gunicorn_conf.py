@@ -6,11 +6,13 @@ import base64
 import gc
 import importlib
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
+from gunicorn.app.wsgiapp import WSGIApplication
 
 from hooks import gunicorn_conf
 from hooks.settings import Settings
@@ -49,8 +51,16 @@ def test_the_probes_port_is_bound_beside_the_hook_port(monkeypatch: pytest.Monke
         importlib.reload(gunicorn_conf)
 
 
-def test_no_control_socket() -> None:
-    assert gunicorn_conf.control_socket_disable is True
+def test_gunicorn_reads_the_settings_without_a_control_socket(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through gunicorn's own loader, which ignores a name it does not know: a misspelt
+    setting would leave the control socket on."""
+    monkeypatch.setattr(sys, "argv", ["gunicorn", "-c", "python:hooks.gunicorn_conf",
+                                      "hooks.app:create_app()"])
+    cfg = WSGIApplication().cfg
+    assert cfg.control_socket_disable is True
+    assert cfg.worker_class_str == "gthread"
 
 
 def test_the_server_starts_cleanly_with_an_unwritable_home(tmp_path: Path) -> None:

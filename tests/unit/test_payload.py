@@ -5,6 +5,7 @@ used (InvalidSpec); the limits; and that no value ever shows in a message or a r
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 
 from hooks.core.model import InputFile, JobRequest, Reason
 from hooks.core.payload import MAX_FILES, MAX_PAYLOAD, Payload, Unresolved, resolve
+from hooks.core.spec import parse_spec
 from hooks.schedulers import REGISTRY
-from tests.unit.builders import b64, config_map, secret
+from tests.unit.builders import LOGIN, b64, config_map, secret
 from tests.unit.conftest import UID, raw_spec, spec_of
 
 SECRET_VALUE = "s3cr3t-Value-that-must-not-leak"
@@ -312,3 +314,44 @@ def test_values_never_show_in_a_repr_or_message(kw: dict[str, Any]) -> None:
                          environment=found.environment, inputs=found.inputs)
         assert SECRET_VALUE not in repr(job)
         assert SECRET_VALUE not in repr(found.inputs)
+
+
+# --- hostile input paths -------------------------------------------------------------------------
+
+
+def test_many_deep_input_paths_cost_neither_memory_nor_time() -> None:
+    """1400 items of one key, each a path 800 characters deep: a BatchJob etcd takes. Their
+    parent directories were all kept (270 MB, 3 s) before the limits refused them."""
+    deep = "/".join(["a"] * 400)
+    items = [{"key": "k", "path": f"x{i:05d}/{deep}"} for i in range(1400)]
+    spec = parse_spec({"backend": "slurm", "script": "#!/bin/sh\n",
+                       "cluster": {"host": LOGIN, "secretRef": {"name": "login"}},
+                       "inputs": [{"configMap": {"name": "c"}, "items": items}]}, REGISTRY)
+    tracemalloc.start()
+    try:
+        found = resolve(spec, namespace="research", secrets={},
+                        config_maps={"c": config_map(k="v")},
+                        writes_file=REGISTRY["slurm"].writes_file)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(found, Unresolved) and found.reason is Reason.INVALID_SPEC
+    assert "at most 1024 files" in found.message
+    assert peak < 4 * 1024 * 1024, peak
+
+
+@pytest.mark.parametrize(("first", "second"), [("d", "d/e/f"), ("d/e/f", "d"),
+                                               ("d/e", "d/e/f/g"), ("d-e/x", "d/e")])
+def test_a_file_inside_another_file_is_refused_at_any_depth(first: str, second: str) -> None:
+    spec = parse_spec({"backend": "slurm", "script": "#!/bin/sh\n",
+                       "cluster": {"host": LOGIN, "secretRef": {"name": "login"}},
+                       "inputs": [{"configMap": {"name": "c"},
+                                   "items": [{"key": "k", "path": first},
+                                             {"key": "k", "path": second}]}]}, REGISTRY)
+    found = resolve(spec, namespace="research", secrets={},
+                    config_maps={"c": config_map(k="v")}, writes_file=REGISTRY["slurm"].writes_file)
+    if second.startswith(first + "/") or first.startswith(second + "/"):
+        assert isinstance(found, Unresolved), found
+        assert f"{second!r} is written by another input too" in found.message
+    else:
+        assert not isinstance(found, Unresolved), found

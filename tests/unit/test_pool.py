@@ -197,8 +197,8 @@ def behind(host: str, *jumps: Jump) -> Target:
 
 def use(shared: Pool, target: Target, creds: Credentials | None = None) -> Connection:
     with shared.open(target, creds or Credentials("alice", password="a"),
-                     deadline=Deadline.after(5)) as conn:
-        return conn.conn
+                     deadline=Deadline.after(5)) as pooled:
+        return pooled.connection
 
 
 def test_a_jump_host_connection_is_shared_by_every_target_behind_it() -> None:

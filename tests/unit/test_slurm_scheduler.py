@@ -256,9 +256,12 @@ def test_active_jobs_lists_only_this_batchjobs_active_jobs_once_each() -> None:
     assert list(active) == ["11"]  # the array, for both its active tasks
 
 
-def test_the_registry_holds_the_slurm_scheduler() -> None:
+def test_the_registry_holds_the_slurm_scheduler_and_each_under_its_own_name() -> None:
+    """The spec's backend picks the scheduler by its key; the status and the log Pod name it by
+    ``name``: the two must agree for every scheduler registered."""
     assert REGISTRY["slurm"] is SCHEDULER
-    assert SCHEDULER.name == "slurm"
+    assert {key: scheduler.name for key, scheduler in REGISTRY.items()} == {
+        key: key for key in REGISTRY}
 
 
 def refused_extra_args(args: list[str]) -> str:

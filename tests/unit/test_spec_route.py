@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from hooks.core import layout, status
+from hooks.core.fields import SpecError
 from hooks.core.layout import MAX_JUMPS
 from hooks.core.model import DEFAULT_WORK_DIR, ClusterRef, Hop
 from hooks.core.spec import parse
 from hooks.schedulers import REGISTRY
+from tests.unit.builders import STORED_ROUTE
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming
 
@@ -138,3 +141,12 @@ def test_work_dir(written: str | None, kept: str) -> None:
 )
 def test_invalid_work_dir(work_dir: object) -> None:
     one_sentence_naming(refusal(cluster=login_cluster(workDir=work_dir)), "spec.cluster.workDir")
+
+
+def test_an_empty_component_after_the_home_is_refused() -> None:
+    """``~//x`` became the absolute ``/x``; the CRD refuses it as an empty component."""
+    with pytest.raises(SpecError):
+        layout.work_dir("~//x", "spec.cluster.workDir")
+    assert layout.work_dir("~/x", "spec.cluster.workDir") == "x"
+    stored = {"cluster": {**STORED_ROUTE, "workDir": "~//x"}}
+    assert status.from_raw(stored, REGISTRY).cluster is None

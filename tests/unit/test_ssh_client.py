@@ -26,7 +26,7 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target
-from hooks.ssh.login import Leg, _usable_key, connect, known_host_keys
+from hooks.ssh.login import Leg, connect, known_host_keys, usable_key
 from tests.unit.conftest import Keygen, need_ssh_keygen, silent_host
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -59,9 +59,9 @@ LEG = Leg(Target("h", 22), None)
 
 
 def test_an_unreadable_key_beside_a_password_falls_back_to_the_password() -> None:
-    assert _usable_key(Credentials("u", private_key="not a key", password="p"), LEG) is None
+    assert usable_key(Credentials("u", private_key="not a key", password="p"), LEG) is None
     with pytest.raises(errors.BadCredentials):
-        _usable_key(Credentials("u", private_key="not a key"), LEG)
+        usable_key(Credentials("u", private_key="not a key"), LEG)
 
 
 # --- SSH servers in this process ---------------------------------------------------------------
@@ -337,7 +337,7 @@ def certified(keygen: Keygen) -> Path:
 
 def test_a_certificate_goes_onto_its_key(certified: Path) -> None:
     cert = (certified / "user-cert.pub").read_text()
-    pkey = _usable_key(Credentials("alice", private_key=(certified / "user").read_text(),
+    pkey = usable_key(Credentials("alice", private_key=(certified / "user").read_text(),
                                    certificate=cert), LEG)
     assert pkey is not None and pkey.public_blob is not None
     assert pkey.public_blob.key_type == "ssh-ed25519-cert-v01@openssh.com"
@@ -349,7 +349,7 @@ def test_a_certificate_of_another_key_is_bad_credentials(certified: Path) -> Non
                               certificate=(certified / "user-cert.pub").read_text(),
                               password="a password does not make it right")
     with pytest.raises(errors.BadCredentials) as caught:
-        _usable_key(credentials, Leg(Target("bastion", 22), "login.hpc"))
+        usable_key(credentials, Leg(Target("bastion", 22), "login.hpc"))
     assert caught.value.host == "login.hpc"
     assert caught.value.message.startswith(
         "the ssh-certificate of the Secret of jump host bastion certifies another key than the "
@@ -361,7 +361,7 @@ def test_a_certificate_is_never_read_as_a_file_name(tmp_path: Path, certified: P
     credentials = Credentials("alice", private_key=(certified / "user").read_text(),
                               certificate=str(tmp_path / "cert"))
     with pytest.raises(errors.BadCredentials, match="not an OpenSSH user certificate"):
-        _usable_key(credentials, LEG)
+        usable_key(credentials, LEG)
 
 
 def test_a_connection_is_dead_when_its_jump_hosts_is() -> None:

@@ -3,10 +3,13 @@ test makes up: which attempt is cancelled, once, and what the status says."""
 
 from __future__ import annotations
 
-from hooks.core import response
+import datetime
+
+from hooks.core import response, sync
 from hooks.core.effects import (
     Cancel,
     MarkEnded,
+    Query,
 )
 from hooks.core.model import (
     Outcome,
@@ -14,18 +17,22 @@ from hooks.core.model import (
     TaskState,
 )
 from tests.unit.builders import (
+    ANOTHER_JOB,
     DOWN,
     LOGIN,
     SUBMITTED,
+    T0,
     Loop,
     condition,
+    drive,
     pending,
     queue,
     request,
     running,
+    stored_status,
     submitted_loop,
 )
-from tests.unit.conftest import UID
+from tests.unit.conftest import NOW, UID, call
 
 
 def test_the_deadline_cancels_an_active_attempt() -> None:
@@ -104,3 +111,24 @@ def test_a_followed_attempt_past_its_deadline_marks_its_end_in_the_work_dir() ->
     assert run.kinds == ["Query", "Cancel", "MarkEnded", "Forget"]
     assert run.action(MarkEnded) == MarkEnded(f"jobs/research/sim/{UID}/attempt-1", "Failed")
     assert [pod["metadata"]["name"] for pod in run.answer.body["children"]] == ["sim-logs"]
+
+
+# --- only the jobs the scheduler shows for the attempt, not the stored ids -----------------------
+
+
+def test_the_deadline_cancels_only_the_jobs_the_scheduler_shows() -> None:
+    """The attempt's own job runs; a stored id of another job is not cancelled with it."""
+    body = request({"activeDeadlineSeconds": 5},
+                   status=stored_status(jobIDs=[ANOTHER_JOB], submitTime=T0))
+    run = drive(sync.decide(call(body)), {Query: [TaskState("500", Outcome.RUNNING)]})
+    assert run.action(Cancel).job_ids == ("500",)
+    assert run.status["reason"] == str(Reason.DEADLINE_EXCEEDED)
+
+
+def test_the_deadline_waits_for_jobs_not_visible_yet() -> None:
+    recent = response.format_time(NOW - datetime.timedelta(seconds=30))
+    body = request({"activeDeadlineSeconds": 5},
+                   status=stored_status(jobIDs=["500"], submitTime=recent))
+    run = drive(sync.decide(call(body)), {Query: []})
+    assert run.kinds == ["Query"]
+    assert run.status["phase"] == "Pending"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core import response
+from hooks.core import response, sync
 from hooks.core.effects import (
     Hold,
     Query,
@@ -17,16 +17,20 @@ from hooks.core.model import (
     TaskState,
 )
 from tests.unit.builders import (
+    ANOTHER_JOB,
     DOWN,
     SUBMITTED,
     Loop,
     condition,
+    drive,
     pending,
     queue,
     request,
     running,
+    stored_status,
     submitted_loop,
 )
+from tests.unit.conftest import call
 
 
 def test_suspended_before_submission_sends_nothing() -> None:
@@ -277,3 +281,30 @@ def test_an_edit_undone_while_running_is_no_new_spec() -> None:
     done = loop.sync(queue(TaskState("500", Outcome.SUCCEEDED, exit_code=0)))
     assert done.kinds == ["Query", "Forget"]
     assert loop.sync(SUBMITTED).actions == []
+
+
+# --- only the jobs the scheduler shows for the attempt, not the stored ids -----------------------
+
+
+def test_suspend_holds_no_job_the_scheduler_does_not_show_for_the_attempt() -> None:
+    """A stored id of another BatchJob's job (the same account may run both) is not held:
+    only what squeue/condor_q show under the attempt's own name or key is."""
+    body = request({"suspend": True}, status=stored_status(jobIDs=[ANOTHER_JOB]))
+    run = drive(sync.decide(call(body)), {Query: []})
+    assert run.kinds == ["Query"]
+    assert run.status["reason"] != str(Reason.SUSPENDED)
+    assert run.answer.body["resyncAfterSeconds"] > 0
+
+
+def test_suspend_holds_the_jobs_the_scheduler_shows() -> None:
+    body = request({"suspend": True}, status=stored_status(jobIDs=["500"]))
+    run = drive(sync.decide(call(body)), {Query: [TaskState("500", Outcome.PENDING)]})
+    assert run.action(Hold).job_ids == ("500",)
+    assert run.status["reason"] == str(Reason.SUSPENDED)
+
+
+def test_a_held_job_not_visible_for_a_moment_stays_ours_to_release() -> None:
+    held = stored_status(jobIDs=["500"], reason="Suspended")
+    run = drive(sync.decide(call(request({"suspend": False}, status=held))), {Query: []})
+    assert run.kinds == ["Query"]
+    assert run.status["reason"] == str(Reason.SUSPENDED)
