@@ -13,6 +13,7 @@ import concurrent.futures
 import os
 import re
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +35,17 @@ from tests.integration.conftest import (
 
 
 def sacct_state(job_id: str) -> str:
-    """SLURM's accounted state of a job, its first word (``CANCELLED`` of ``CANCELLED by 0``)."""
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
-                         capture_output=True, text=True, check=True).stdout
-    return out.split("\n")[0].split(" ")[0]
+    """SLURM's accounted state of a job, its first word (``CANCELLED`` of ``CANCELLED by 0``).
+    slurmctld hands a job's record to slurmdbd in the background: until it arrives (a few
+    seconds on a busy machine) sacct knows no state, so ask again for up to a minute."""
+    for _ in range(60):
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
+                             capture_output=True, text=True, check=True).stdout
+        state = out.split("\n")[0].split(" ")[0]
+        if state:
+            return state
+        time.sleep(1)
+    return ""
 
 
 def slurm_jobs(slurm: Cluster, key: str) -> list[str]:
