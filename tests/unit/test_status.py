@@ -134,14 +134,14 @@ def test_conditions(status: Status) -> None:
     [
         pytest.param(STATUSES["new"], set(), id="new"),
         pytest.param(STATUSES["pending"], {"Submitted", "ClusterReachable"}, id="pending"),
-        pytest.param(STATUSES["running"], {"Submitted", "Running", "ClusterReachable"},
-                     id="running"),
-        pytest.param(STATUSES["running-unreachable"], {"Submitted", "Running"},
+        pytest.param(STATUSES["running"],
+                     {"Submitted", "Running", "Scheduled", "ClusterReachable"}, id="running"),
+        pytest.param(STATUSES["running-unreachable"], {"Submitted", "Running", "Scheduled"},
                      id="running-unreachable"),
-        pytest.param(STATUSES["succeeded"], {"Submitted", "Complete", "ClusterReachable"},
-                     id="succeeded"),
-        pytest.param(STATUSES["failed"], {"Submitted", "Failed", "ClusterReachable"},
-                     id="failed"),
+        pytest.param(STATUSES["succeeded"],
+                     {"Submitted", "Complete", "Scheduled", "ClusterReachable"}, id="succeeded"),
+        pytest.param(STATUSES["failed"],
+                     {"Submitted", "Failed", "Scheduled", "ClusterReachable"}, id="failed"),
         pytest.param(STATUSES["invalid-spec"], {"Failed"}, id="invalid-spec"),
         pytest.param(STATUSES["cancelled"], {"Submitted", "ClusterReachable"}, id="cancelled"),
     ],
@@ -178,10 +178,10 @@ def test_last_transition_time_only_moves_when_the_status_flips() -> None:
     assert stamps(held) == stamps(pending)
     # Running flips False -> True; Complete and Failed stay False, so they keep T0.
     running = render(STATUSES["running"], previous=held, now=T1)
-    assert stamps(running) == {**stamps(pending), "Running": T1}
+    assert stamps(running) == {**stamps(pending), "Running": T1, "Scheduled": T1}
     # Succeeded: Running flips back, Complete flips on.
     done = render(STATUSES["succeeded"], previous=running, now=T2)
-    assert stamps(done) == {**stamps(pending), "Running": T2, "Complete": T2}
+    assert stamps(done) == {**stamps(pending), "Running": T2, "Complete": T2, "Scheduled": T1}
 
 
 def test_unreachable_moves_only_cluster_reachable() -> None:
