@@ -14,8 +14,8 @@ from hooks.core.usage import MAX_NODES, Usage, summed
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.htcondor.parse import parse_ads
 from hooks.schedulers.htcondor.states import to_task as condor_task
-from hooks.schedulers.slurm.parse import parse_sacct
-from hooks.schedulers.slurm.states import to_task
+from hooks.schedulers.slurm.parse import merge, parse_sacct
+from hooks.schedulers.slurm.states import SlurmRecord, to_task
 from tests.unit.conftest import recorded
 
 MIB = 1 << 20
@@ -135,3 +135,12 @@ def test_usage_is_carried_byte_for_byte() -> None:
 def test_hostile_stored_usage_is_dropped_field_by_field(hostile: object) -> None:
     usage = from_raw({"usage": hostile}, {}).usage
     assert usage is None or usage == Usage()
+
+
+def test_a_completed_job_waits_for_its_accounting_when_sacct_lags() -> None:
+    """squeue shows COMPLETED while sacct still says RUNNING: the final record, with the
+    usage, is a round away; without any accounting record, squeue's COMPLETED stands."""
+    queued = SlurmRecord("7", "COMPLETED", start_time="2026-11-27T00:00:00")
+    lagging = SlurmRecord("7", "RUNNING", start_time="2026-11-27T00:00:00")
+    assert to_task(merge({"7": queued}, {"7": lagging})["7"]).outcome is Outcome.RUNNING
+    assert to_task(merge({"7": queued}, {})["7"]).outcome is Outcome.SUCCEEDED

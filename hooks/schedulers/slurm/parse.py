@@ -72,12 +72,15 @@ def merge(
     """One record per task: squeue while the task is active there, else sacct's final record.
 
     A task that squeue already shows finished but sacct does not yet (accounting lags by a
-    fraction of a second) counts as still completing, except COMPLETED, which means exit 0.
+    fraction of a second) counts as still completing, except COMPLETED, which means exit 0 —
+    unless sacct shows the task still active: its final record, with the task's usage, is
+    then a round away.
     """
     merged = {task: r for task, r in accounted.items() if task not in queued or not active(r)}
     for task, record in queued.items():
         if active(record) or task not in merged:
-            if not active(record) and record.state.startswith("COMPLETED"):
+            if (not active(record) and record.state.startswith("COMPLETED")
+                    and task not in accounted):
                 record = replace(record, exit_code="0:0")
             elif not active(record):
                 record = replace(record, state="COMPLETING")
