@@ -138,9 +138,12 @@ def test_hostile_stored_usage_is_dropped_field_by_field(hostile: object) -> None
 
 
 def test_a_completed_job_waits_for_its_accounting_when_sacct_lags() -> None:
-    """squeue shows COMPLETED while sacct still says RUNNING: the final record, with the
-    usage, is a round away; without any accounting record, squeue's COMPLETED stands."""
-    queued = SlurmRecord("7", "COMPLETED", start_time="2026-11-27T00:00:00")
-    lagging = SlurmRecord("7", "RUNNING", start_time="2026-11-27T00:00:00")
-    assert to_task(merge({"7": queued}, {"7": lagging})["7"]).outcome is Outcome.RUNNING
-    assert to_task(merge({"7": queued}, {})["7"]).outcome is Outcome.SUCCEEDED
+    """squeue shows COMPLETED while sacct still says RUNNING, or does not list the task yet
+    while it knows the job: the final record, with the usage, is a round away; without any
+    accounting record, squeue's COMPLETED stands."""
+    queued = SlurmRecord("7_1", "COMPLETED", start_time="2026-11-27T00:00:00")
+    lagging = SlurmRecord("7_1", "RUNNING", start_time="2026-11-27T00:00:00")
+    sibling = SlurmRecord("7_0", "COMPLETED", exit_code="0:0")
+    for accounted in ({"7_1": lagging}, {"7_0": sibling}):
+        assert to_task(merge({"7_1": queued}, accounted)["7_1"]).outcome is Outcome.RUNNING
+    assert to_task(merge({"7_1": queued}, {})["7_1"]).outcome is Outcome.SUCCEEDED

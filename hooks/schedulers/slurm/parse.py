@@ -73,14 +73,14 @@ def merge(
 
     A task that squeue already shows finished but sacct does not yet (accounting lags by a
     fraction of a second) counts as still completing, except COMPLETED, which means exit 0 —
-    unless sacct shows the task still active: its final record, with the task's usage, is
-    then a round away.
+    unless sacct knows the job already (it does from a fraction of a second after the
+    submission): the task's final record, with its usage, is then a round away. Without any
+    record in sacct (a cluster without accounting), squeue's COMPLETED is final.
     """
     merged = {task: r for task, r in accounted.items() if task not in queued or not active(r)}
     for task, record in queued.items():
         if active(record) or task not in merged:
-            if (not active(record) and record.state.startswith("COMPLETED")
-                    and task not in accounted):
+            if not active(record) and record.state.startswith("COMPLETED") and not accounted:
                 record = replace(record, exit_code="0:0")
             elif not active(record):
                 record = replace(record, state="COMPLETING")
