@@ -216,8 +216,9 @@ class Pool:
         try:
             conn = self._connect(slot, (target.host, target.port, slot.route), target.host,
                                  connect)
-        except errors.SSHError:
-            self._metrics.ssh_connect(cluster, ok=False)
+        except errors.SSHError as err:
+            refused = not isinstance(err, errors.ClusterUnreachable)
+            self._metrics.ssh_connect(cluster, ok=False, refused=refused)
             raise
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(conn, key, self.max_channels, self._metrics)
