@@ -12,7 +12,7 @@ import gc
 import logging
 import os
 
-from hooks.logformat import JSONFormatter
+from hooks.logformat import JSONFormatter, gunicorn_logconfig
 from hooks.server import probe_port
 
 workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
@@ -30,6 +30,7 @@ loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
 logformat = os.environ.get("HPCBRIDGE_LOG_FORMAT", "text")
 if logformat not in ("text", "json"):
     raise ValueError(f"HPCBRIDGE_LOG_FORMAT={logformat!r} is not text or json")
+logconfig_dict = gunicorn_logconfig(logformat, loglevel, accesslog)
 # gunicorn's control socket (under $XDG_RUNTIME_DIR or $HOME/.gunicorn) is not used: in the
 # image HOME is read-only, and locally every server would share one socket.
 control_socket_disable = True
