@@ -95,7 +95,9 @@ def customize() -> Response:
 @bp.post("/finalize")
 def sync() -> Response:
     answer = _executor().sync(_body())
-    g.phase = answer["status"].get("phase")
+    status = answer["status"]
+    g.phase, g.reason = status.get("phase"), status.get("reason")
+    g.scheduler_reason = status.get("schedulerReason")
     return jsonify(answer)
 
 
@@ -163,7 +165,9 @@ def _log_call(hook: str, code: int, seconds: float) -> None:
     commands = logformat.end_call()
     fields = {"hook": hook, "batchjob": batchjob, "outcome": outcome, "code": code,
               "duration_ms": round(seconds * 1000, 1), "phase": g.get("phase"),
-              "remote_commands": commands}
+              "reason": g.get("reason"), "remote_commands": commands}
+    if g.get("scheduler_reason"):
+        fields["scheduler_reason"] = g.scheduler_reason
     calls.info("%s %s: %s in %.1f ms, %d remote commands", hook, batchjob, outcome,
                seconds * 1000, len(commands), extra={"call": fields})
 

@@ -14,7 +14,7 @@ import logging
 import os
 
 from hooks.auth import probes_port
-from hooks.logformat import JSONFormatter
+from hooks.logformat import JSONFormatter, gunicorn_logconfig
 from hooks.settings import Settings
 
 workers = int(os.environ.get("HPCBRIDGE_WORKERS", "1"))
@@ -35,6 +35,7 @@ loglevel = os.environ.get("HPCBRIDGE_LOG_LEVEL", "info")
 logformat = os.environ.get("HPCBRIDGE_LOG_FORMAT", "text")
 if logformat not in ("text", "json"):
     raise ValueError(f"HPCBRIDGE_LOG_FORMAT={logformat!r} is not text or json")
+logconfig_dict = gunicorn_logconfig(logformat, loglevel, accesslog)
 # gunicorn's control socket (under $XDG_RUNTIME_DIR or $HOME/.gunicorn) is not used: in the
 # image HOME is read-only, and locally every server would share one socket.
 control_socket_disable = True

@@ -48,3 +48,33 @@ class JSONFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str)
+
+
+def gunicorn_logconfig(log_format: str, level: str, access_log: str | None) -> dict[str, Any]:
+    """gunicorn's ``logconfig_dict``: with ``json``, gunicorn's own lines (its error log on
+    stderr, its access log when ``access_log`` is set: ``-`` for stdout or a file) and any
+    other library's are JSON lines too; with ``text``, none, and gunicorn keeps its own
+    format."""
+    if log_format != "json":
+        return {}
+    json_stream = {"class": "logging.StreamHandler", "formatter": "json"}
+    access: dict[str, Any] = (
+        {**json_stream, "stream": "ext://sys.stdout"} if access_log == "-"
+        else {"class": "logging.FileHandler", "formatter": "json", "filename": access_log}
+        if access_log else {"class": "logging.NullHandler"})
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JSONFormatter}},
+        "handlers": {
+            "error_console": {**json_stream, "stream": "ext://sys.stderr"},
+            "access": access,
+        },
+        "root": {"level": "WARNING", "handlers": ["error_console"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": ["error_console"],
+                               "propagate": False},
+            "gunicorn.access": {"level": "INFO" if access_log else "CRITICAL",
+                                "handlers": ["access"], "propagate": False},
+        },
+    }

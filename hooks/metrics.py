@@ -32,9 +32,14 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
 
 from hooks import __version__, logformat
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+"""Counters and histograms have no ``_created`` series: each replica's would only say when it
+started, and every series doubles the scrape."""
 
 HOOKS = ("customize", "sync", "finalize")
 HOOK_OUTCOMES = ("ok", "bad_request", "error")
@@ -141,11 +146,14 @@ class Metrics:
         """Count one guarded submission by the guard's answer."""
         self._submissions[outcome].inc()
 
-    def ssh_connect(self, cluster: str, *, ok: bool) -> None:
+    def ssh_connect(self, cluster: str, *, ok: bool, refused: bool = False) -> None:
+        """Count one SSH connect: ``ok``; ``refused`` when the host answered but would not
+        take this login (its credentials or host key: one user's trouble); else ``failed``
+        (the host could not be reached)."""
         cluster = cluster_label(cluster)
         if ok:
             self._admit(cluster)
-        outcome = "ok" if ok else "failed"
+        outcome = "ok" if ok else "refused" if refused else "failed"
         self._connects.labels(self._label(cluster, ("connect", outcome)), outcome).inc()
 
     def forget_cluster(self, cluster: str) -> None:

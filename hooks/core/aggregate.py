@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.usage import Usage, summed
 
 NOT_VISIBLE_GRACE_SECONDS = 60
 _ID_PARTS = re.compile(r"[_.]")
@@ -33,6 +34,11 @@ class Summary:
     submit_time: str | None
     start_time: str | None
     completion_time: str | None
+    scheduler_reason: str = ""
+    """The scheduler's word for why the leading pending task waits."""
+    signal: int | None = None
+    usage: Usage | None = None
+    """What the tasks used, once all have ended and the accounting of each was read."""
 
 
 def task_order(task_id: str) -> tuple[tuple[int, int, str], ...]:
@@ -79,7 +85,18 @@ def summarize(
         submit_time=min((t.submit_time for t in tasks if t.submit_time), default=None),
         start_time=min((t.start_time for t in tasks if t.start_time), default=None),
         completion_time=max(ends) if finished and ends else None,
+        scheduler_reason=lead.scheduler_reason if lead and phase is Phase.PENDING else "",
+        signal=tasks[0].signal if single and finished and len(tasks) == 1 else None,
+        usage=_usage(tasks) if finished else None,
     )
+
+
+def _usage(tasks: Sequence[TaskState]) -> Usage | None:
+    """The attempt's usage, when the accounting of every task that ran was read."""
+    ran = [t for t in tasks if t.start_time or t.usage]
+    if not ran or any(t.usage is None for t in ran):
+        return None
+    return summed([t.usage for t in ran if t.usage])
 
 
 def _with_expected(observed: Sequence[TaskState], expected: Sequence[str]) -> list[TaskState]:

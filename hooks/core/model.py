@@ -56,6 +56,20 @@ class Reason(enum.StrEnum):
     """The BatchCluster breaks a rule; its platform team fixes it."""
     CLUSTER_NOT_ALLOWED = "ClusterNotAllowed"
     """The BatchCluster's ``namespaceSelector`` does not select the BatchJob's namespace."""
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+    """Pending until the jobs it depends on have ended as it asks."""
+    WAITING_FOR_START_TIME = "WaitingForStartTime"
+    """Pending until the start time it was given (SLURM ``--begin``)."""
+    LIMIT_REACHED = "LimitReached"
+    """Pending on a limit that lifts when other jobs end (a QOS's, an account's, a user's)."""
+    UNSCHEDULABLE = "Unschedulable"
+    """Pending, and the scheduler will not start it as submitted (a partition's limit, a
+    request no machine meets); it does not end the BatchJob by itself."""
+
+
+WAITING_REASONS = frozenset({Reason.WAITING_FOR_DEPENDENCY, Reason.WAITING_FOR_START_TIME,
+                             Reason.LIMIT_REACHED, Reason.UNSCHEDULABLE})
+"""Why a pending task waits, as the scheduler says, when it is more than ordinary queueing."""
 
 
 INFRASTRUCTURE_REASONS = frozenset({Reason.NODE_FAIL, Reason.BOOT_FAIL, Reason.PREEMPTED})
@@ -91,6 +105,23 @@ class Outcome(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class TaskUsage:
+    """What one ended task used, as the scheduler's accounting recorded it; a field it did
+    not record is None."""
+
+    queue_seconds: int | None = None
+    elapsed_seconds: int | None = None
+    cpu_seconds: float | None = None
+    """User and system CPU time of the task."""
+    max_rss_bytes: int | None = None
+    nodes: tuple[str, ...] = ()
+    cpus: int | None = None
+    """The CPUs allocated to the task."""
+    memory_bytes: int | None = None
+    """The memory the task requested."""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskState:
     """One task as the scheduler reports it, already mapped to our terms."""
 
@@ -102,6 +133,13 @@ class TaskState:
     submit_time: str | None = None
     start_time: str | None = None
     end_time: str | None = None
+    scheduler_reason: str = ""
+    """The scheduler's own word for why a pending task waits (SLURM ``Priority``,
+    ``PartitionTimeLimit``), as it says it; empty when it gives none."""
+    signal: int | None = None
+    """The signal that ended the task, if one did."""
+    usage: TaskUsage | None = None
+    """What an ended task used, when its accounting was read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,21 +7,20 @@ that enters is ``now`` for a condition whose status flips, and the submit time o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core.fields import INT32, INT64, SpecError
+from hooks.core import stored, usage
+from hooks.core.fields import SpecError
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref
 from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
-from hooks.core.scheduler import Rules, SchedulerRules
+from hooks.core.scheduler import Rules
 from hooks.core.text import readable
+from hooks.core.usage import Usage
 
-CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "ClusterReachable",
-                   "Suspended")
-SPEC_HASH = re.compile(r"[0-9a-f]{16}")
-TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+CONDITION_TYPES = ("Submitted", "Running", "Complete", "Failed", "Scheduled",
+                   "ClusterReachable", "Suspended")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +38,12 @@ class Status:
     failed: int = 0
     cancelled: int = 0
     exit_code: int | None = None
+    signal: int | None = None
+    """The signal that ended a single job, if one did."""
+    scheduler_reason: str = ""
+    """The scheduler's own word for why the attempt waits, as it says it."""
+    usage: Usage | None = None
+    """What the attempt used, once it ended (``hooks.core.usage``)."""
     submit_time: str | None = None
     start_time: str | None = None
     completion_time: str | None = None
@@ -70,28 +75,31 @@ def from_raw(raw: object, rules: Rules) -> Status:
         return Status()
     reach = condition(raw, "ClusterReachable")
     return Status(
-        phase=_enum(Phase, raw.get("phase"), Phase.PENDING),
-        reason=_enum(Reason, raw.get("reason"), Reason.NONE),
-        message=_text(raw.get("message")),
-        backend=_text(raw.get("backend")),
-        job_ids=_job_ids(raw.get("jobIDs"), rules.get(_text(raw.get("backend")))),
-        attempt=_count(raw.get("attempt")),
-        attempt_generation=_count(raw.get("attemptGeneration")),
-        retries=_count(raw.get("retries")),
-        active=_count(raw.get("active")),
-        succeeded=_count(raw.get("succeeded")),
-        failed=_count(raw.get("failed")),
-        cancelled=_count(raw.get("cancelled")),
-        exit_code=_exit_code(raw.get("exitCode")),
-        submit_time=_time(raw.get("submitTime")),
-        start_time=_time(raw.get("startTime")),
-        completion_time=_time(raw.get("completionTime")),
-        logs_pod=_name(raw.get("logsPod")),
+        phase=stored.enum(Phase, raw.get("phase"), Phase.PENDING),
+        reason=stored.enum(Reason, raw.get("reason"), Reason.NONE),
+        message=stored.text(raw.get("message")),
+        backend=stored.text(raw.get("backend")),
+        job_ids=stored.job_ids(raw.get("jobIDs"), rules.get(stored.text(raw.get("backend")))),
+        attempt=stored.count(raw.get("attempt")),
+        attempt_generation=stored.count(raw.get("attemptGeneration")),
+        retries=stored.count(raw.get("retries")),
+        active=stored.count(raw.get("active")),
+        succeeded=stored.count(raw.get("succeeded")),
+        failed=stored.count(raw.get("failed")),
+        cancelled=stored.count(raw.get("cancelled")),
+        exit_code=stored.exit_code(raw.get("exitCode")),
+        signal=stored.signal(raw.get("signal")),
+        scheduler_reason=stored.word(raw.get("schedulerReason")),
+        usage=usage.from_raw(raw.get("usage")),
+        submit_time=stored.timestamp(raw.get("submitTime")),
+        start_time=stored.timestamp(raw.get("startTime")),
+        completion_time=stored.timestamp(raw.get("completionTime")),
+        logs_pod=stored.name(raw.get("logsPod")),
         cluster=_cluster(raw.get("cluster")),
-        reachable={"True": True, "False": False}.get(_text(reach.get("status"))),
-        reachability_reason=_text(reach.get("reason")),
-        reachability_message=_text(reach.get("message")),
-        spec_hash=_spec_hash(raw.get("attemptSpecHash")),
+        reachable={"True": True, "False": False}.get(stored.text(reach.get("status"))),
+        reachability_reason=stored.text(reach.get("reason")),
+        reachability_message=stored.text(reach.get("message")),
+        spec_hash=stored.spec_hash(raw.get("attemptSpecHash")),
     )
 
 
@@ -120,6 +128,9 @@ def to_raw(
     }
     optional = {
         "exitCode": status.exit_code,
+        "signal": status.signal,
+        "schedulerReason": readable(status.scheduler_reason, stored.WORD_LENGTH) or None,
+        "usage": usage.to_raw(status.usage),
         "submitTime": status.submit_time,
         "startTime": status.start_time,
         "completionTime": status.completion_time,
@@ -138,15 +149,15 @@ def _stamped(
 ) -> list[dict[str, str]]:
     """``current`` with each condition's ``lastTransitionTime`` from ``previous``, unless its
     status changed."""
-    stored: dict[str, Mapping[str, Any]] = {}
-    for item in _list(previous.get("conditions") if isinstance(previous, dict) else None):
+    kept: dict[str, Mapping[str, Any]] = {}
+    for item in stored.as_list(previous.get("conditions") if isinstance(previous, dict) else None):
         if isinstance(item, dict) and isinstance(item.get("type"), str):
-            stored.setdefault(item["type"], item)
-    return [_stamp(condition, stored.get(condition["type"]), now) for condition in current]
+            kept.setdefault(item["type"], item)
+    return [_stamp(condition, kept.get(condition["type"]), now) for condition in current]
 
 
 def conditions(status: Status) -> list[dict[str, str]]:
-    """The five conditions, in a fixed order, without timestamps."""
+    """The conditions, in a fixed order, without timestamps."""
     phase, reason = status.phase, str(status.reason)
     submitted = bool(status.job_ids)
     job = ", ".join(status.job_ids[:3]) + (", ..." if len(status.job_ids) > 3 else "")
@@ -168,6 +179,7 @@ def conditions(status: Status) -> list[dict[str, str]]:
               else str(phase), status.message if phase is Phase.SUCCEEDED else ""),
         _make("Failed", phase is Phase.FAILED, reason if phase is Phase.FAILED else str(phase),
               status.message if phase is Phase.FAILED else ""),
+        _scheduled(status),
         {
             "type": "ClusterReachable",
             "status": reach_status,
@@ -181,6 +193,18 @@ def conditions(status: Status) -> list[dict[str, str]]:
     ]
 
 
+def _scheduled(status: Status) -> dict[str, str]:
+    """``Scheduled``, as a Pod's ``PodScheduled``: True once the attempt started; False while
+    it waits, with its typed reason (``Queued`` for ordinary queueing)."""
+    if status.start_time is not None:
+        return _make("Scheduled", True, "Scheduled", "")
+    if status.phase is Phase.PENDING and status.job_ids:
+        return _make("Scheduled", False, str(status.reason) or "Queued", status.message)
+    if status.phase is Phase.PENDING:
+        return _make("Scheduled", False, "NotSubmitted", "")
+    return _make("Scheduled", False, str(status.phase), "")
+
+
 def _make(kind: str, true: bool, reason: str, message: str) -> dict[str, str]:
     return {"type": kind, "status": "True" if true else "False", "reason": reason,
             "message": message}
@@ -190,14 +214,15 @@ def _stamp(
     condition: dict[str, str], old: Mapping[str, Any] | None, now: str
 ) -> dict[str, str]:
     unchanged = old is not None and old.get("status") == condition["status"]
-    when = _time(old.get("lastTransitionTime")) if unchanged and old is not None else None
+    when = (stored.timestamp(old.get("lastTransitionTime")) if unchanged and old is not None
+            else None)
     return {**condition, "message": readable(condition["message"]),
             "lastTransitionTime": when or now}
 
 
 def condition(raw: object, kind: str) -> Mapping[str, Any]:
     """The stored status's first condition of that type, or an empty mapping."""
-    for item in _list(raw.get("conditions") if isinstance(raw, dict) else None):
+    for item in stored.as_list(raw.get("conditions") if isinstance(raw, dict) else None):
         if isinstance(item, dict) and item.get("type") == kind:
             return item
     return {}
@@ -241,58 +266,3 @@ def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
 def _login_raw(host: str, port: int, secret: str, insecure: bool) -> dict[str, Any]:
     return {"host": host, "port": port, "secretRef": {"name": secret},
             "insecureSkipHostKeyCheck": insecure}
-
-
-def _job_ids(value: object, scheduler: SchedulerRules | None) -> tuple[str, ...]:
-    """The stored task ids of the attempt, if they are all of one job and of its scheduler's
-    form; else none (a sync then submits the attempt again, and its guard answers the job id
-    it recorded)."""
-    if scheduler is None:
-        return ()
-    ids = [i if isinstance(i, str) else str(i) if 0 <= i < 10**20 else "" for i in _list(value)
-           if isinstance(i, (str, int)) and not isinstance(i, bool)]
-    found = [scheduler.task_id_pattern.fullmatch(i) for i in ids]
-    if not all(found) or len({m.group(1) for m in found if m}) > 1:
-        return ()
-    return tuple(ids)
-
-
-def _spec_hash(value: object) -> str:
-    return value if isinstance(value, str) and SPEC_HASH.fullmatch(value) else ""
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _enum(kind: Any, value: object, default: Any) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        return default
-
-
-def _count(value: object) -> int:
-    """A stored count or generation: positive, and within int64 like a generation."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= INT64:
-        return value
-    return 0
-
-
-def _exit_code(value: object) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and -INT32 <= value <= INT32:
-        return value
-    return None
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _time(value: object) -> str | None:
-    """A stored time as the hooks write it (``2026-11-22T10:00:05Z``), else None."""
-    return value if isinstance(value, str) and TIME.fullmatch(value) else None
-
-
-def _name(value: object) -> str | None:
-    return value if isinstance(value, str) and DNS_SUBDOMAIN.fullmatch(value) else None

@@ -189,8 +189,9 @@ class Pool:
         try:
             connection = self._connect(slot, (target.host, target.port, slot.route),
                                        target.host, connect)
-        except errors.SSHError:
-            self._metrics.ssh_connect(cluster, ok=False)
+        except errors.SSHError as err:
+            refused = not isinstance(err, errors.ClusterUnreachable)
+            self._metrics.ssh_connect(cluster, ok=False, refused=refused)
             raise
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(connection, key, self.max_channels, self._metrics)

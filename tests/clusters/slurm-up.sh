@@ -49,6 +49,12 @@ SCRATCH=${HPCBRIDGE_SLURM_SCRATCH:-/srv/hpcbridge-scratch/$TEST_USER}
 
 CLUSTER=localcluster
 ACCOUNT=research
+# With limits enforced, sbatch takes only accounts of the user's associations: a bare --account
+# in extraArgs takes the script's name ("script") as its value, and the test of that must see
+# the job run.
+SCRIPT_ACCOUNT=script
+# A QOS of at most one running job per user: its second job waits with QOSMaxJobsPerUserLimit.
+ONE_JOB_QOS=onejob
 PARTITION=debug
 HOST=127.0.0.1
 
@@ -69,6 +75,9 @@ declare -A PORT=(
 )
 PACKAGES=(slurmctld slurmd slurm-client slurmdbd slurm-wlm-mysql-plugin munge mariadb-server
     openssh-server iproute2)
+
+# QOS and association limits are enforced, so that a job over one waits with its reason.
+ENFORCE=limits,qos
 
 STARTED_FILE=""
 STARTED=()
@@ -311,6 +320,7 @@ SlurmdLogFile=$STATE/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
@@ -323,6 +333,7 @@ KillWait=10
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$NODE_ADDR
 AccountingStoragePort=$DBD_PORT
+AccountingStorageEnforce=$ENFORCE
 JobCompType=jobcomp/none
 MailProg=/bin/true
 NodeName=$NODE NodeHostname=$NODE NodeAddr=$NODE_ADDR CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN
@@ -484,21 +495,53 @@ setup_db_user() {
     done | mariadb --defaults-file="$MYCNF" -uroot || die "could not create the MariaDB user slurm"
 }
 
+# The test user's associations, one "account|qos,qos" word each, sorted, on one line.
+associations() {
+    local assoc account qos
+    assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" user="$TEST_USER" format=account,qos) ||
+        return 1
+    while IFS='|' read -r account qos; do
+        [[ -n $account ]] && printf '%s|%s\n' "$account" "$(tr ',' '\n' <<<"$qos" | sort | paste -sd, -)"
+    done <<<"$assoc" | sort | paste -sd' ' -
+}
+
 setup_accounting() {
-    local assoc
-    assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$ACCOUNT" user="$TEST_USER" format=user) ||
-        die "sacctmgr cannot query slurmdbd"
-    [[ $assoc == "$TEST_USER" ]] && return 0
-    log "registering cluster $CLUSTER, account $ACCOUNT and user $TEST_USER in slurmdbd"
+    local want="$ACCOUNT|normal,$ONE_JOB_QOS $SCRIPT_ACCOUNT|normal,$ONE_JOB_QOS" assoc
+    assoc=$(associations) || die "sacctmgr cannot query slurmdbd"
+    [[ $assoc == "$want" ]] && return 0
+    log "registering cluster $CLUSTER, accounts $ACCOUNT and $SCRIPT_ACCOUNT, QOS $ONE_JOB_QOS and user $TEST_USER in slurmdbd"
     if [[ -z $(sacctmgr -n -P show cluster where name="$CLUSTER" format=cluster) ]]; then
         sacctmgr -i add cluster "$CLUSTER" >/dev/null
     fi
-    if [[ -z $(sacctmgr -n -P show account where name="$ACCOUNT" format=account) ]]; then
-        sacctmgr -i add account "$ACCOUNT" cluster="$CLUSTER" description=hpcbridge organization=hpcbridge >/dev/null
+    local account
+    for account in "$ACCOUNT" "$SCRIPT_ACCOUNT"; do
+        if [[ -z $(sacctmgr -n -P show account where name="$account" format=account) ]]; then
+            sacctmgr -i add account "$account" cluster="$CLUSTER" description=hpcbridge organization=hpcbridge >/dev/null
+        fi
+    done
+    if [[ -z $(sacctmgr -n -P show qos where name="$ONE_JOB_QOS" format=name) ]]; then
+        sacctmgr -i add qos "$ONE_JOB_QOS" MaxJobsPerUser=1 >/dev/null
     fi
-    sacctmgr -i add user "$TEST_USER" account="$ACCOUNT" cluster="$CLUSTER" >/dev/null || true
-    assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" account="$ACCOUNT" user="$TEST_USER" format=user)
-    [[ $assoc == "$TEST_USER" ]] || die "sacctmgr could not add user $TEST_USER to account $ACCOUNT"
+    sacctmgr -i add user "$TEST_USER" account="$ACCOUNT,$SCRIPT_ACCOUNT" defaultaccount="$ACCOUNT" \
+        cluster="$CLUSTER" >/dev/null 2>&1 || true
+    sacctmgr -i modify user where name="$TEST_USER" cluster="$CLUSTER" set qos=normal,"$ONE_JOB_QOS" \
+        defaultqos=normal >/dev/null 2>&1 || true
+    assoc=$(associations)
+    [[ $assoc == "$want" ]] ||
+        die "sacctmgr could not give user $TEST_USER the accounts $ACCOUNT and $SCRIPT_ACCOUNT with QOS normal and $ONE_JOB_QOS (got: $assoc)"
+}
+
+# Whether the running slurmctld lacks a word of slurm.conf's enforcement (it shows
+# "associations,limits,qos" for limits,qos): a change of AccountingStorageEnforce takes a restart
+# of slurmctld (scontrol reconfigure keeps the old).
+enforce_differs() {
+    local running word
+    running=$(scontrol show config 2>/dev/null | awk -F' = ' '/^AccountingStorageEnforce/ { print $2 }')
+    [[ -n $running ]] || return 1
+    for word in ${ENFORCE//,/ }; do
+        [[ ,$running, == *",$word,"* ]] || return 0
+    done
+    return 1
 }
 
 check_ports() {
@@ -551,7 +594,12 @@ bring_up() {
 
     running slurmctld || start_daemon slurmctld "" -D
     wait_ready slurmctld 60 ctld_ok
-    if [[ $SLURM_CHANGED == 1 ]] && ! was_started slurmctld; then
+    if [[ $SLURM_CHANGED == 1 ]] && ! was_started slurmctld && enforce_differs; then
+        log "slurm.conf changed AccountingStorageEnforce; restarting slurmctld (its jobs are kept)"
+        stop_pid "$(pidfile_of slurmctld)" "${EXE[slurmctld]}"
+        start_daemon slurmctld "" -D
+        wait_ready slurmctld 60 ctld_ok
+    elif [[ $SLURM_CHANGED == 1 ]] && ! was_started slurmctld; then
         log "slurm.conf changed; scontrol reconfigure"
         scontrol reconfigure || log "WARNING: scontrol reconfigure failed"
     fi
@@ -628,6 +676,7 @@ write_env() {
             HPCBRIDGE_SLURM_KNOWN_HOSTS "$KNOWN_HOSTS" \
             HPCBRIDGE_SLURM_PARTITION "$PARTITION" \
             HPCBRIDGE_SLURM_CLUSTER "$CLUSTER" \
+            HPCBRIDGE_SLURM_ONE_JOB_QOS "$ONE_JOB_QOS" \
             HPCBRIDGE_SLURM_MIN_JOB_AGE "$MIN_JOB_AGE" \
             HPCBRIDGE_SLURM_USER_CA "$STATE/ssh/user_ca" \
             HPCBRIDGE_SLURM_CERT_KEY "$STATE/ssh/cert_key" \

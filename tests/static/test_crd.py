@@ -66,9 +66,12 @@ def test_printer_columns() -> None:
         ("PHASE", "string", ".status.phase"),
         ("REASON", "string", ".status.reason"),
         ("JOBID", "string", ".status.jobIDs[0]"),
+        ("WAITING", "string", ".status.schedulerReason"),
         ("ACTIVE", "integer", ".status.active"),
         ("SUCCEEDED", "integer", ".status.succeeded"),
         ("FAILED", "integer", ".status.failed"),
+        ("STARTED", "date", ".status.startTime"),
+        ("ELAPSED", "integer", ".status.usage.elapsedSeconds"),
         ("AGE", "date", ".metadata.creationTimestamp"),
     ]
 

@@ -66,7 +66,7 @@ def ksm_metrics() -> dict[str, tuple[str, ...]]:
             own = (
                 (each["stateSet"]["labelName"],)
                 if each["type"] == "StateSet"
-                else tuple(each.get("info", {}).get("labelsFromPath", {}))
+                else tuple(each.get(each["type"].lower(), {}).get("labelsFromPath", {}))
             )
             metrics[f"{resource['metricNamePrefix']}_{metric['name']}"] = common + own
     return metrics
@@ -193,12 +193,16 @@ def test_dashboard_queries_are_promql(promtool: str, tmp_path: Path) -> None:
 def test_dashboard_structure() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["uid"] == "hpcbridge"
-    (variable,) = dashboard["templating"]["list"]
+    variable, *filters = dashboard["templating"]["list"]
     assert (variable["name"], variable["type"], variable["query"]) == (
         "datasource",
         "datasource",
         "prometheus",
     )
+    assert [(f["name"], f["query"]["query"]) for f in filters] == [
+        ("namespace", "label_values(kube_batchjob_status_phase, namespace)"),
+        ("cluster", "label_values(kube_batchjob_status_phase, cluster)"),
+    ]
     panels = dashboard["panels"]
     assert [panel["id"] for panel in panels] == list(range(1, len(panels) + 1))
     for panel in panels:
@@ -244,9 +248,15 @@ def test_ksm_config_reads_batchjob_phases_from_the_crd() -> None:
 
 
 def test_ksm_series_names_and_labels() -> None:
+    common = ("namespace", "batchjob", "backend", "cluster")
+    usage = ("queue_seconds", "elapsed_seconds", "cpu_seconds", "max_rss_bytes",
+             "cpu_efficiency", "memory_efficiency")
     assert ksm_metrics() == {
-        "kube_batchjob_status_phase": ("namespace", "batchjob", "backend", "phase"),
-        "kube_batchjob_status_reason": ("namespace", "batchjob", "backend", "reason"),
+        "kube_batchjob_status_phase": (*common, "phase"),
+        "kube_batchjob_status_reason": (*common, "reason"),
+        "kube_batchjob_status_scheduler_reason": (*common, "scheduler_reason"),
+        "kube_batchjob_status_condition": (*common, "type", "reason"),
+        **{f"kube_batchjob_usage_{name}": common for name in usage},
     }
 
 

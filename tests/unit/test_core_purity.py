@@ -22,7 +22,8 @@ HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 PURE = [
     *sorted((HOOKS / "core").glob("*.py")),
     *sorted(path for path in (HOOKS / "schedulers").glob("*/*.py")
-            if path.stem in ("rules", "commands", "parse", "states", "description")),
+            if path.stem in ("rules", "commands", "parse", "states", "description",
+                             "accounting", "reasons", "waiting")),
 ]
 CLOCK_READS = frozenset(
     {

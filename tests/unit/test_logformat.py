@@ -26,7 +26,7 @@ def test_a_hook_call_is_one_record_with_its_batchjob_outcome_and_duration(
     first, second = (r for r in caplog.records if r.name == "hooks.calls")
     assert {k: v for k, v in first.call.items() if k != "duration_ms"} == {  # type: ignore[attr-defined]
         "hook": "sync", "batchjob": "research/hello", "outcome": "ok", "code": 200,
-        "phase": "Pending", "remote_commands": []}
+        "phase": "Pending", "reason": "ClusterUnreachable", "remote_commands": []}
     assert second.call["outcome"] == "bad_request"  # type: ignore[attr-defined]
     assert second.call["batchjob"] == "?/?"  # type: ignore[attr-defined]
 

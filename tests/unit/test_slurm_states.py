@@ -208,9 +208,9 @@ def test_pending_job_has_no_start_time() -> None:
     assert to_task(queued[0]).start_time is None
 
 
-def test_formats_have_eight_fields() -> None:
-    assert len(SQUEUE_FORMAT.split("|")) == 8
-    assert len(SACCT_FIELDS.split(",")) == 8
+def test_formats_have_their_fields() -> None:
+    assert len(SQUEUE_FORMAT.split("|")) == 9
+    assert len(SACCT_FIELDS.split(",")) == 14
 
 
 def test_parse_squeue_recorded() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import yaml
 from hooks.core.model import ClusterRef, Hop, Phase, Reason
 from hooks.core.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
+from hooks.core.usage import Usage
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import UID
 
@@ -168,14 +170,14 @@ def test_conditions(status: Status) -> None:
     [
         pytest.param(STATUSES["new"], set(), id="new"),
         pytest.param(STATUSES["pending"], {"Submitted", "ClusterReachable"}, id="pending"),
-        pytest.param(STATUSES["running"], {"Submitted", "Running", "ClusterReachable"},
-                     id="running"),
-        pytest.param(STATUSES["running-unreachable"], {"Submitted", "Running"},
+        pytest.param(STATUSES["running"],
+                     {"Submitted", "Running", "Scheduled", "ClusterReachable"}, id="running"),
+        pytest.param(STATUSES["running-unreachable"], {"Submitted", "Running", "Scheduled"},
                      id="running-unreachable"),
-        pytest.param(STATUSES["succeeded"], {"Submitted", "Complete", "ClusterReachable"},
-                     id="succeeded"),
-        pytest.param(STATUSES["failed"], {"Submitted", "Failed", "ClusterReachable"},
-                     id="failed"),
+        pytest.param(STATUSES["succeeded"],
+                     {"Submitted", "Complete", "Scheduled", "ClusterReachable"}, id="succeeded"),
+        pytest.param(STATUSES["failed"],
+                     {"Submitted", "Failed", "Scheduled", "ClusterReachable"}, id="failed"),
         pytest.param(STATUSES["invalid-spec"], {"Failed"}, id="invalid-spec"),
         pytest.param(STATUSES["cancelled"], {"Submitted", "ClusterReachable"}, id="cancelled"),
     ],
@@ -212,10 +214,10 @@ def test_last_transition_time_only_moves_when_the_status_flips() -> None:
     assert stamps(held) == stamps(pending)
     # Running flips False -> True; Complete and Failed stay False, so they keep T0.
     running = render(STATUSES["running"], previous=held, now=T1)
-    assert stamps(running) == {**stamps(pending), "Running": T1}
+    assert stamps(running) == {**stamps(pending), "Running": T1, "Scheduled": T1}
     # Succeeded: Running flips back, Complete flips on.
     done = render(STATUSES["succeeded"], previous=running, now=T2)
-    assert stamps(done) == {**stamps(pending), "Running": T2, "Complete": T2}
+    assert stamps(done) == {**stamps(pending), "Running": T2, "Complete": T2, "Scheduled": T1}
 
 
 def test_unreachable_moves_only_cluster_reachable() -> None:
@@ -273,13 +275,14 @@ def test_optional_fields(field: str, status: Status, present: bool) -> None:
 
 def test_printer_columns_read_rendered_fields() -> None:
     crd = yaml.safe_load((REPO / "crds" / "batchjob.yaml").read_text())
-    rendered = render(STATUSES["array-running"])
+    rendered = render(replace(STATUSES["array-running"], scheduler_reason="Priority",
+                              usage=Usage(elapsed_seconds=1)))
     columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
     for column in columns:
         path = column["jsonPath"]
         if path.startswith(".status."):
-            field = path.removeprefix(".status.").split("[")[0]
-            assert field in rendered, column
+            field, *inner = path.removeprefix(".status.").split("[")[0].split(".")
+            assert field in rendered and all(key in rendered[field] for key in inner), column
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Sequence
 
 from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE, classad_string
-from hooks.schedulers.htcondor.parse import ATTRIBUTES
+from hooks.schedulers.htcondor.parse import ATTRIBUTES, SLOT_ATTRIBUTES, SLOTS
 
 SUBMIT_PROGRAM = r"""
 chmod 700 script || exit
@@ -40,9 +40,24 @@ OURS = f"{KEY_ATTRIBUTE} isnt undefined"
 """Every job of ours in the queue: one condor_q answers for any number of attempts."""
 
 
+QUEUE_PROGRAM = (
+    'q=$(condor_q "$@") || exit; printf "%s\\n" "$q"; '
+    f"case $q in *'\"LastRejMatchReason\"'*) echo {shlex.quote(SLOTS)}; "
+    f"condor_status -json -attributes {','.join(SLOT_ATTRIBUTES)} || true;; esac"
+)
+"""Shell: condor_q with its arguments; when a job it lists was passed over by the negotiator
+(it has a ``LastRejMatchReason``), the pool's slots follow, after a line ``SLOTS``, in the same
+command: whether any of them could ever run the job tells ``Unschedulable`` from queueing. A
+pool whose slots cannot be listed leaves every idle job ordinary queueing."""
+
+
 def ads(tool: str, constraint: str, extra: Sequence[str]) -> list[str]:
-    """condor_q or condor_history of the matching jobs, as JSON with the attributes we read."""
-    return [tool, "-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
+    """condor_q or condor_history of the matching jobs, as JSON with the attributes we read
+    (condor_q with the pool's slots, ``QUEUE_PROGRAM``)."""
+    argv = ["-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
+    if tool == "condor_q":
+        return ["sh", "-c", QUEUE_PROGRAM, tool, *argv]
+    return [tool, *argv]
 
 
 def lookup(key: str) -> str:

@@ -14,39 +14,62 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hooks.core.model import JobRef, Outcome, SchedulerError, TaskState
-from hooks.schedulers.htcondor import states
+from hooks.schedulers.htcondor import states, waiting
 from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE
 from hooks.schedulers.htcondor.states import CondorRecord
 
 ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
     "RemoveReason", "QDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus",
-    KEY_ATTRIBUTE,
+    "NumJobMatches", "LastRejMatchReason", "RequestCpus", "RequestMemory", "RequestGPUs",
+    "RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu", "ResidentSetSize",
+    "LastRemoteHost", "CpusProvisioned", KEY_ATTRIBUTE,
 )
+SLOTS = "hpcbridge: slots"
+"""The line between condor_q's job ads and the pool's slots (``commands.QUEUE_PROGRAM``)."""
+SLOT_ATTRIBUTES = ("SlotType", "TotalSlotCpus", "TotalSlotMemory", "TotalSlotGPUs", "Cpus",
+                   "Memory", "GPUs")
 HISTORY_LIMIT_UNKNOWN = 10000
 """History ads to look for when an attempt's proc count is unknown (``queue`` is at most this)."""
 
 
 def parse_ads(text: str) -> list[tuple[str, CondorRecord]]:
     """``-json`` output as (HpcbridgeKey, record) pairs; ads without ClusterId, ProcId or an
-    integer JobStatus are skipped."""
-    if not text.strip():
-        return []
-    try:
-        ads = json.loads(text)
-    except ValueError as err:
-        raise SchedulerError(f"HTCondor printed JSON that does not parse: {err}") from err
-    if not isinstance(ads, list):
-        raise SchedulerError("HTCondor printed JSON that is not a list of job ads")
+    integer JobStatus are skipped. condor_q's output may end with the pool's slots, after a
+    line ``SLOTS``."""
+    text, marked, slot_text = text.partition(f"\n{SLOTS}\n")
+    slots = _slots(slot_text) if marked else None
     found = []
-    for ad in ads:
-        record = _record(ad) if isinstance(ad, dict) else None
+    for ad in _json_list(text, "job ads"):
+        record = _record(ad, slots) if isinstance(ad, dict) else None
         if record is not None:
             found.append((_text(ad.get(KEY_ATTRIBUTE)), record))
     return found
 
 
-def _record(ad: Mapping[str, Any]) -> CondorRecord | None:
+def _json_list(text: str, what: str) -> list[Any]:
+    if not text.strip():
+        return []
+    try:
+        items = json.loads(text)
+    except ValueError as err:
+        raise SchedulerError(f"HTCondor printed JSON that does not parse: {err}") from err
+    if not isinstance(items, list):
+        raise SchedulerError(f"HTCondor printed JSON that is not a list of {what}")
+    return items
+
+
+def _slots(text: str) -> list[waiting.Slot] | None:
+    """The pool's slots; None when they could not be listed (the judgment is then left out)."""
+    try:
+        ads = _json_list(text, "slots")
+    except SchedulerError:
+        return None
+    found = [waiting.slot(ad) for ad in ads if isinstance(ad, dict)]
+    return [s for s in found if s is not None] or None
+
+
+def _record(ad: Mapping[str, Any], slots: list[waiting.Slot] | None) -> CondorRecord | None:
     cluster, proc, status = _int(ad.get("ClusterId")), _int(ad.get("ProcId")), _int(
         ad.get("JobStatus"))
     if cluster is None or proc is None or status is None:
@@ -54,6 +77,7 @@ def _record(ad: Mapping[str, Any]) -> CondorRecord | None:
     end = _int(ad.get("CompletionDate")) or None
     if end is None and status in (3, 4):
         end = _int(ad.get("EnteredCurrentStatus"))
+    asked = waiting.requests(ad)
     return CondorRecord(
         cluster=cluster,
         proc=proc,
@@ -66,6 +90,11 @@ def _record(ad: Mapping[str, Any]) -> CondorRecord | None:
         submit_time=_int(ad.get("QDate")),
         start_time=_int(ad.get("JobCurrentStartDate")),
         end_time=end,
+        matches=_int(ad.get("NumJobMatches")) or 0,
+        rejected=_text(ad.get("LastRejMatchReason")).strip(),
+        requests=asked,
+        fits_pool=waiting.fits(asked, slots) if slots is not None else None,
+        usage=waiting.usage(ad, asked) if status in (3, 4) else None,
     )
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hooks.core.model import Outcome, Reason, TaskState
+from hooks.core.model import Outcome, Reason, TaskState, TaskUsage
+from hooks.schedulers.htcondor import waiting
 from hooks.schedulers.htcondor.rules import USER_PERIODIC_REMOVE
+from hooks.schedulers.htcondor.waiting import Requests
 
 STATES: dict[int, tuple[Outcome, Reason]] = {
     1: (Outcome.PENDING, Reason.NONE),  # Idle
@@ -48,6 +50,15 @@ class CondorRecord:
     submit_time: int | None = None
     start_time: int | None = None
     end_time: int | None = None
+    matches: int = 0
+    """``NumJobMatches``: how often the negotiator matched the job."""
+    rejected: str = ""
+    """``LastRejMatchReason``: why the negotiator last passed the job over."""
+    requests: Requests = field(default_factory=Requests)
+    fits_pool: bool | None = None
+    """Whether some slot of the pool could ever run the job; None when not judged."""
+    usage: TaskUsage | None = None
+    """What the proc used, once it left the queue (``waiting.usage``)."""
 
 
 def to_task(record: CondorRecord) -> TaskState:
@@ -55,7 +66,9 @@ def to_task(record: CondorRecord) -> TaskState:
     outcome, reason = STATES.get(record.job_status, (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))
     message = ""
     exit_code = None
-    if reason is Reason.UNKNOWN_STATE:
+    if record.job_status == 1 and not record.matches:
+        reason, message = waiting.describe(record.rejected, record.fits_pool, record.requests)
+    elif reason is Reason.UNKNOWN_STATE:
         message = f"HTCondor reports the unknown JobStatus {record.job_status}"
     elif reason is Reason.HELD:
         message = record.hold_reason or "The job is held on the pool"
@@ -85,6 +98,9 @@ def to_task(record: CondorRecord) -> TaskState:
         submit_time=_iso(record.submit_time),
         start_time=_iso(record.start_time),
         end_time=_iso(record.end_time) if not outcome.is_active else None,
+        scheduler_reason=record.rejected if record.job_status == 1 else "",
+        signal=record.exit_signal if record.exit_by_signal and not outcome.is_active else None,
+        usage=record.usage if not outcome.is_active else None,
     )
 
 

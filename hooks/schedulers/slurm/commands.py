@@ -16,8 +16,11 @@ from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.rules import SlurmOptions
 
 NAME_PREFIX = "hpcb-"
-SQUEUE_FORMAT = "%i|%j|%T|%r|%V|%S|%e|%F"
-SACCT_FIELDS = "JobID,JobName,State,ExitCode,Submit,Start,End,Reason"
+SQUEUE_FORMAT = "%i|%j|%T|%r|%V|%S|%e|%F|%P"
+SACCT_FIELDS = ("JobID,JobName,State,ExitCode,Submit,Start,End,Reason,"
+                "Elapsed,TotalCPU,MaxRSS,NodeList,AllocCPUS,ReqMem")
+"""The allocation's line of each task and its steps' (``4242.batch``): the steps carry
+``MaxRSS``."""
 TRANSIENT_ERRORS = (
     "Unable to contact slurm controller|Socket timed out|Zero Bytes were transmitted|"
     "Transport endpoint|temporarily unavailable|Slurm backup controller in standby"
@@ -102,5 +105,5 @@ SQUEUE = ["env", "TZ=UTC", "sh", "-c", 'exec squeue -a -h -r -t all -u "$(id -un
 
 
 def sacct(job_ids: Sequence[str]) -> list[str]:
-    return ["env", "TZ=UTC", "sacct", "-n", "-X", "-P", "-j", ",".join(job_ids),
+    return ["env", "TZ=UTC", "sacct", "-n", "-P", "-j", ",".join(job_ids),
             "-o", SACCT_FIELDS]

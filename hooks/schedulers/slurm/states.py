@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks.core.model import Outcome, Reason, TaskState
+from hooks.core.model import Outcome, Reason, TaskState, TaskUsage
+from hooks.schedulers.slurm import reasons
 
 STATES: dict[str, tuple[Outcome, Reason]] = {
     "PENDING": (Outcome.PENDING, Reason.NONE),
@@ -62,6 +63,9 @@ class SlurmRecord:
     submit_time: str = ""
     start_time: str = ""
     end_time: str = ""
+    partition: str = ""
+    usage: TaskUsage | None = None
+    """sacct's accounting of the task (``accounting.usage``); None from squeue."""
 
 
 def outcome(state: str) -> Outcome:
@@ -73,19 +77,26 @@ def to_task(record: SlurmRecord) -> TaskState:
     """Map one record to a ``TaskState``. Pure: no I/O."""
     state = record.state.split(" ", 1)[0]
     outcome, reason = STATES.get(state, (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))
-    pending_reason = record.reason if record.reason not in ("", "None", "(null)") else ""
-    if outcome is Outcome.PENDING and pending_reason in HOLD_REASONS:
+    pending_reason = reasons.word(record.reason) if outcome is Outcome.PENDING else ""
+    if pending_reason in HOLD_REASONS:
         reason = Reason.HELD
     code, signal = _exit_code(record.exit_code)
+    if state == "PENDING" and reason is Reason.NONE:
+        reason, message = reasons.describe(record.reason, record.partition)
+    else:
+        message = _message(state, record.state, reason, pending_reason, code, signal)
     return TaskState(
         task_id=record.task_id,
         outcome=outcome,
         reason=reason,
-        message=_message(state, record.state, reason, pending_reason, code, signal),
+        message=message,
         exit_code=code if _job_outcome(outcome, reason) and not signal else None,
         submit_time=_time(record.submit_time),
         start_time=_time(record.start_time) if outcome is not Outcome.PENDING else None,
         end_time=_time(record.end_time) if not outcome.is_active else None,
+        scheduler_reason=pending_reason,
+        signal=signal or None if not outcome.is_active else None,
+        usage=record.usage if not outcome.is_active else None,
     )
 
 
@@ -96,8 +107,6 @@ def _message(
         return f"SLURM reports the unknown job state {raw!r}"
     if reason is Reason.HELD:
         return f"The job is held on the cluster ({pending or state})"
-    if state == "PENDING":
-        return f"The job is queued ({pending})" if pending else "The job is queued"
     if reason is Reason.NON_ZERO_EXIT_CODE and signal:
         return f"The job failed with exit status {code}:{signal} (code:signal)"
     if reason is Reason.NON_ZERO_EXIT_CODE and code is not None:
