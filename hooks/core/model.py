@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hooks.core.data import DataInput, Output, S3Storage
 
 
 class Phase(enum.StrEnum):
@@ -50,6 +53,11 @@ class Reason(enum.StrEnum):
     JOB_NOT_FOUND = "JobNotFound"
     UNKNOWN_STATE = "UnknownSchedulerState"
     """A scheduler state the hooks do not know: reported as such, never guessed."""
+    STAGING_INPUTS = "StagingInputs"
+    INPUT_NOT_FOUND = "InputNotFound"
+    STORAGE_ACCESS_DENIED = "StorageAccessDenied"
+    COLLECTING_OUTPUTS = "CollectingOutputs"
+    OUTPUTS_FAILED = "OutputsFailed"
 
 
 INFRASTRUCTURE_REASONS = frozenset({Reason.NODE_FAIL, Reason.BOOT_FAIL, Reason.PREEMPTED})
@@ -190,6 +198,11 @@ class Spec:
     inputs: tuple[Input, ...] = ()
     suspend: bool = False
     active_deadline_seconds: int | None = None
+    storage: S3Storage | None = None
+    """``spec.storage.s3``: the object store of the S3 inputs and outputs."""
+    data_inputs: tuple[DataInput, ...] = ()
+    """The entries of ``spec.inputs`` fetched by the inputs mover (S3, claims)."""
+    outputs: tuple[Output, ...] = ()
 
 
 def attempt_key(uid: str, attempt: int) -> str:

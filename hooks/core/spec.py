@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any
 
-from hooks.core import units
+from hooks.core import data, units
 from hooks.core.fields import INT64, SpecError, flag, mapping, optional_number, whole_number
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref, relative_path, reserved_file
 from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Resources, Spec
@@ -100,6 +100,10 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     deadline = spec.get("activeDeadlineSeconds")
     script = _script(spec.get("script"))
     rules[backend].check_script(script)
+    store = data.storage(spec.get("storage"))
+    inputs, files = _inputs(spec.get("inputs"), rules[backend].writes_file)
+    fetched = _data_inputs(spec.get("inputs"), store)
+    data.check_targets(fetched, files, rules[backend].writes_file)
     return Spec(
         backend=backend,
         cluster=placement.cluster,
@@ -110,7 +114,10 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         logs_follow=flag(logs.get("follow", False), "spec.logs.follow"),
         backoff_limit=whole_number(spec.get("backoffLimit", 0), "spec.backoffLimit", minimum=0),
         env=_env(spec.get("env")),
-        inputs=_inputs(spec.get("inputs"), rules[backend].writes_file),
+        inputs=inputs,
+        storage=store,
+        data_inputs=fetched,
+        outputs=data.outputs(spec.get("outputs"), store),
         suspend=flag(spec.get("suspend", False), "spec.suspend"),
         active_deadline_seconds=None if deadline is None else whole_number(
             deadline, "spec.activeDeadlineSeconds", minimum=1, maximum=INT64),
@@ -195,21 +202,37 @@ def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
     return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
 
 
-def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[Input, ...]:
-    if raw is None:
+def _data_inputs(raw: object, store: data.S3Storage | None) -> tuple[data.DataInput, ...]:
+    """The entries of ``spec.inputs`` the inputs mover fetches (``_inputs`` checked the list)."""
+    if not isinstance(raw, list):
         return ()
+    return tuple(data.data_input(item, f"spec.inputs[{i}]", store)
+                 for i, item in enumerate(raw) if data.is_data_input(item))
+
+
+def _inputs(
+    raw: object, writes_file: Callable[[str], bool]
+) -> tuple[tuple[Input, ...], dict[str, str]]:
+    """The ConfigMap and Secret entries of ``spec.inputs``, and the files (or, without
+    ``items``, the directories) they write, by the field that names each."""
+    if raw is None:
+        return (), {}
     if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
         raise SpecError(f"spec.inputs must be a list of at most {MAX_INPUTS} entries.")
     found: list[Input] = []
     files: dict[str, str] = {}
+    folders: dict[str, str] = {}
     for i, item in enumerate(raw):
         where = f"spec.inputs[{i}]"
         entry = mapping(item, where)
+        if data.is_data_input(entry):
+            continue
         sources = [(kind, field) for kind, field in (("ConfigMap", "configMap"),
                                                      ("Secret", "secret"))
                    if entry.get(field) is not None]
         if len(sources) != 1:
-            raise SpecError(f"{where} must have exactly one of configMap and secret.")
+            raise SpecError(f"{where} must have exactly one of configMap, secret, s3 and "
+                            "persistentVolumeClaim.")
         kind, field = sources[0]
         ref = mapping(entry[field], f"{where}.{field}")
         name = ref.get("name")
@@ -230,9 +253,11 @@ def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[Input, ...
         if folder and reserved_file(folder, writes_file):
             raise SpecError(f"{where}.path: {shown(folder)} is a name the hooks use in the "
                             "job's directory; choose another path.")
+        if folder and not items:
+            folders[folder] = where
         found.append(Input(kind, name, folder, items,
                            flag(ref.get("optional", False), f"{where}.{field}.optional")))
-    return tuple(found)
+    return tuple(found), {**folders, **files}
 
 
 def _items(raw: object, where: str) -> tuple[tuple[str, str], ...]:
