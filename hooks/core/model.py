@@ -235,6 +235,11 @@ class JobRequest:
     """``spec.env`` resolved: (name, value) pairs the job sees."""
     inputs: tuple[InputFile, ...] = ()
     """``spec.inputs`` resolved."""
+    staging: str = ""
+    """Where the inputs mover staged the attempt's S3 and claim inputs (moved in by the
+    guarded submission); empty without such inputs."""
+    staged: tuple[str, ...] = ()
+    """The files and directories those inputs make at the top of the attempt's directory."""
 
     @property
     def key(self) -> str:
