@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,6 +70,8 @@ class Call:
     now: datetime.datetime
     rules: Rules
     policy: Policy
+    movers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """The observed mover Pods by direction (``inputs``, ``outputs``)."""
 
 
 def parse_call(
@@ -101,6 +104,8 @@ def parse_call(
         config_maps=_group(body.get("related") or {}, CONFIG_MAP_GROUP, namespace),
         log_pod=pods.get(children.pod_name(metadata["name"])),
         now=now, rules=rules, policy=policy,
+        movers={d: pods[f"{metadata['name']}-{d}"] for d in ("inputs", "outputs")
+                if f"{metadata['name']}-{d}" in pods},
     )
 
 
