@@ -8,10 +8,10 @@ spec read once, the previous status, the Secrets, the observed log Pod and the c
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections.abc import Mapping
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
