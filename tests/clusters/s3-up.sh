@@ -4,6 +4,8 @@
 # the `weed` binary into the venv), one process running its master, volume server, filer and
 # S3 gateway, every port on 127.0.0.1. Every request must be signed (SigV4) with one of two
 # identities of its own: a writer (Admin, Read, Write, List, Tagging) and a reader (Read, List).
+# Each bucket claims several volumes on its first write, so tests share a few buckets (with a
+# prefix of their own) rather than make one each.
 #
 # Usage: s3-up.sh [--started FILE]
 #   --started FILE  append the pid file of the server this run starts to FILE, so the caller can
@@ -99,7 +101,7 @@ start_weed() {
         -ip="$HOST" -ip.bind="$HOST" -dir="$STATE/data" \
         -s3 -s3.port="$PORT" -s3.config="$STATE/s3.json" \
         -master.port="$MASTER_PORT" -volume.port="$VOLUME_PORT" -filer.port="$FILER_PORT" \
-        -volume.max=64 -master.volumeSizeLimitMB=1024 -master.telemetry=false \
+        -volume.max=256 -master.volumeSizeLimitMB=256 -master.telemetry=false \
         -s3.port.iceberg=0 -s3.port.lance=0 -s3.autoCreateBucket=false \
         </dev/null >>"$STATE/log/weed.out" 2>&1 9>&- &
     pid=$!

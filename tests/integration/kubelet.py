@@ -19,8 +19,9 @@ Object = dict[str, Any]
 
 
 def run_mover(driver: Driver, pod: Object, claims: dict[str, Path], *,
-              timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
-    """Run the mover Pod once and record its end in the Pod's status."""
+              timeout: float = 600.0, kill_after: float | None = None) -> int:
+    """Run the mover Pod once (SIGKILL after ``kill_after`` seconds, as a node that dies)
+    and record its end in the Pod's status; its exit status."""
     spec = pod["spec"]
     (container,) = spec["containers"]
     assert not any("valueFrom" in e for e in container.get("env", [])), "a secret in env"
@@ -43,18 +44,23 @@ def run_mover(driver: Driver, pod: Object, claims: dict[str, Path], *,
                 assert volume["persistentVolumeClaim"]["readOnly"] is mount["readOnly"]
             args = [a.replace(mount["mountPath"], str(directory)) for a in args]
         command = [sys.executable if c == "python" else c for c in container["command"]]
-        done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, cwd=REPO,
-                              check=False)
+        process = subprocess.Popen([*command, *args], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, cwd=REPO,
+                                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        try:
+            returncode = process.wait(timeout=kill_after or timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
         message = report.read_text() if report.exists() else ""
-    ended = {"exitCode": done.returncode, "message": message}
+    ended = {"exitCode": returncode, "message": message}
     old = (pod.get("status") or {}).get("containerStatuses") or [{}]
     restarts = old[0].get("restartCount", 0)
-    if done.returncode == 0:
+    if returncode == 0:
         pod["status"] = {"phase": "Succeeded", "containerStatuses": [
             {"restartCount": restarts, "state": {"terminated": ended}}]}
     else:
         pod["status"] = {"phase": "Running", "containerStatuses": [
             {"restartCount": restarts + 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
              "lastState": {"terminated": ended}}]}
-    return done
+    return returncode

@@ -6,7 +6,6 @@ of the attempt's directory."""
 from __future__ import annotations
 
 import hashlib
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,10 @@ def client(store: ObjectStore) -> Minio:
                  secret_key=store.secret_key, secure=False, region="us-east-1")
 
 
-def bucket(s3: Minio) -> str:
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    s3.make_bucket(name)
+def bucket(s3: Minio, name: str = "hpcbridge-data") -> str:
+    """One of the tests' shared buckets (each bucket claims volumes of the store)."""
+    if not s3.bucket_exists(name):
+        s3.make_bucket(name)
     return name
 
 
@@ -63,10 +63,10 @@ def test_inputs_and_outputs_move_byte_for_byte(
     driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, tmp_path: Path,
 ) -> None:
     s3 = client(object_store)
-    data_bucket, results_bucket = bucket(s3), bucket(s3)
-    put(s3, data_bucket, "runs/42/params.json", b"params\n")
-    put(s3, data_bucket, "runs/42/raw/a.txt", b"a\n")
-    put(s3, data_bucket, "runs/42/raw/sub/b.txt", b"b\n")
+    data_bucket, results_bucket = bucket(s3), bucket(s3, "hpcbridge-results")
+    put(s3, data_bucket, f"{name}/params.json", b"params\n")
+    put(s3, data_bucket, f"{name}/raw/a.txt", b"a\n")
+    put(s3, data_bucket, f"{name}/raw/sub/b.txt", b"b\n")
     prepared, results = tmp_path / "prepared", tmp_path / "results"
     (prepared / "run-42").mkdir(parents=True)
     (prepared / "run-42" / "x.txt").write_bytes(b"x\n")
@@ -76,13 +76,13 @@ def test_inputs_and_outputs_move_byte_for_byte(
     batchjob = start(driver, cluster, name, SCRIPT, storage={"s3": {
         "endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}},
         inputs=[
-            {"s3": {"bucket": data_bucket, "key": "runs/42/params.json"},
+            {"s3": {"bucket": data_bucket, "key": f"{name}/params.json"},
              "path": "data/params.json"},
-            {"s3": {"bucket": data_bucket, "prefix": "runs/42/raw/"}, "path": "data/raw/"},
+            {"s3": {"bucket": data_bucket, "prefix": f"{name}/raw/"}, "path": "data/raw/"},
             {"persistentVolumeClaim": {"claimName": "prepared", "subPath": "run-42"},
              "path": "data/prepared/"}],
         outputs=[
-            {"path": "results/*.h5", "s3": {"bucket": results_bucket, "prefix": "alice/"}},
+            {"path": "results/*.h5", "s3": {"bucket": results_bucket, "prefix": f"{name}/"}},
             {"path": "summary.json",
              "persistentVolumeClaim": {"claimName": "results", "subPath": "run-42"}}])
     obj = drive(driver, name, {"prepared": prepared, "results": results},
@@ -94,9 +94,9 @@ def test_inputs_and_outputs_move_byte_for_byte(
     kinds = {c["type"]: c["status"] for c in status["conditions"]}
     assert kinds["InputsReady"] == kinds["OutputsCollected"] == kinds["Complete"] == "True"
     attempt = cluster.remote_root(batchjob) / "attempt-1"
-    got = s3.get_object(results_bucket, "alice/results/all.h5").read()
+    got = s3.get_object(results_bucket, f"{name}/results/all.h5").read()
     assert got == (attempt / "results/all.h5").read_bytes() == b"params\na\nb\nx\n"
-    big = s3.get_object(results_bucket, "alice/results/big.h5").read()
+    big = s3.get_object(results_bucket, f"{name}/results/big.h5").read()
     assert hashlib.sha256(big).digest() == hashlib.sha256(
         (attempt / "results/big.h5").read_bytes()).digest()
     assert (results / "run-42/summary.json").read_bytes() == (
@@ -120,12 +120,13 @@ def test_a_missing_object_waits_then_proceeds(
     start(driver, cluster, name, "#!/bin/bash\ncat later.txt\n",
           storage={"s3": {"endpoint": object_store.endpoint,
                           "secretRef": {"name": f"{name}-s3"}}},
-          inputs=[{"s3": {"bucket": data_bucket, "key": "later.txt"}, "path": "later.txt"}])
+          inputs=[{"s3": {"bucket": data_bucket, "key": f"{name}/later.txt"},
+                   "path": "later.txt"}])
     for _ in range(3):
         obj = drive(driver, name, {}, until={"Pending"})
     assert obj["status"]["reason"] == "InputNotFound", obj["status"]
-    assert f"s3://{data_bucket}/later.txt" in obj["status"]["message"]
-    put(s3, data_bucket, "later.txt", b"now\n")
+    assert f"s3://{data_bucket}/{name}/later.txt" in obj["status"]["message"]
+    put(s3, data_bucket, f"{name}/later.txt", b"now\n")
     obj = drive(driver, name, {}, until={"Succeeded", "Failed"})
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
     driver.finalize(NAMESPACE, name)
@@ -161,4 +162,34 @@ def test_when_is_honoured_for_a_failing_job(
         assert status["outputs"]["phase"] == "Done"
     else:
         assert not (tmp_path / "partial.txt").exists() and "outputs" not in status
+    driver.finalize(NAMESPACE, name)
+
+
+def test_a_mover_killed_mid_copy_and_run_again_leaves_the_same_objects(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, tmp_path: Path,
+) -> None:
+    s3 = client(object_store)
+    results_bucket = bucket(s3, "hpcbridge-results")
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    batchjob = start(driver, cluster, name,
+                     "#!/bin/bash\nhead -c 300000000 /dev/urandom > big.bin\n",
+                     storage={"s3": {"endpoint": object_store.endpoint,
+                                     "secretRef": {"name": f"{name}-s3"}}},
+                     outputs=[{"path": "big.bin", "s3": {"bucket": results_bucket,
+                                                         "prefix": f"{name}/"}},
+                              {"path": "big.bin",
+                               "persistentVolumeClaim": {"claimName": "results"}}])
+    obj = driver.run_until(NAMESPACE, name, lambda o: (o.get("status") or {}).get(
+        "reason") == "CollectingOutputs", timeout=300)
+    del obj
+    (pod,) = [p for p in driver.pods_of(NAMESPACE, name)
+              if p["metadata"]["name"] == f"{name}-outputs"]
+    assert run_mover(driver, pod, {"results": tmp_path}, kill_after=2.0) != 0
+    assert not (tmp_path / "big.bin").exists()
+    obj = drive(driver, name, {"results": tmp_path}, until={"Succeeded", "Failed"})
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    source = (cluster.remote_root(batchjob) / "attempt-1" / "big.bin").read_bytes()
+    assert s3.get_object(results_bucket, f"{name}/big.bin").read() == source
+    assert (tmp_path / "big.bin").read_bytes() == source
+    assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
     driver.finalize(NAMESPACE, name)
