@@ -10,7 +10,6 @@ mover's peak RSS and writes them to bench/results.md (section ``data``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -98,8 +97,7 @@ def main() -> None:
     lines = [
         "## Data: collecting outputs",
         "",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; machine: "
-        f"{machine()}; everything on the same machine (loopback)",
+        f"{machine()}; the cluster's sshd and the S3 store too (loopback)",
         f"- outputs: {total / 2**30:.2f} GiB in the attempt's directory of the SLURM test "
         f"cluster: one file of {args.large_mib} MiB and {SMALL} files of "
         f"{SMALL_SIZE // 1024} KiB; pattern `results/**`",

@@ -111,6 +111,14 @@ def storage(raw: object) -> S3Storage | None:
     return S3Storage(endpoint.rstrip("/"), ref, region)
 
 
+def data_inputs(raw: object, store: S3Storage | None) -> tuple[DataInput, ...]:
+    """The entries of ``spec.inputs`` the inputs mover fetches (the spec checked the list)."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(data_input(mapping(item, f"spec.inputs[{i}]"), f"spec.inputs[{i}]", store)
+                 for i, item in enumerate(raw) if is_data_input(item))
+
+
 def data_input(entry: Mapping[str, Any], where: str, store: S3Storage | None) -> DataInput:
     """One ``spec.inputs`` entry with ``s3`` or ``persistentVolumeClaim``."""
     s3, volume = _source(entry, where, store, output=False)

@@ -31,6 +31,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 READ_ONLY_NAMES = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO"})
 """Variables bash refuses to be given: where ``/bin/sh`` is bash, setting one would stop the
 job before its script (``hooks.schedulers.files.WRAPPER``)."""
+Files = dict[str, str]
 CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 """The form of a key of a Secret's or ConfigMap's data."""
 
@@ -100,9 +101,9 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     deadline = spec.get("activeDeadlineSeconds")
     script = _script(spec.get("script"))
     rules[backend].check_script(script)
-    store = data.storage(spec.get("storage"))
-    inputs, files = _inputs(spec.get("inputs"), rules[backend].writes_file)
-    fetched = _data_inputs(spec.get("inputs"), store)
+    store, (inputs, files) = data.storage(spec.get("storage")), _inputs(
+        spec.get("inputs"), rules[backend].writes_file)
+    fetched = data.data_inputs(spec.get("inputs"), store)
     data.check_targets(fetched, files, rules[backend].writes_file)
     return Spec(
         backend=backend,
@@ -202,19 +203,9 @@ def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
     return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
 
 
-def _data_inputs(raw: object, store: data.S3Storage | None) -> tuple[data.DataInput, ...]:
-    """The entries of ``spec.inputs`` the inputs mover fetches (``_inputs`` checked the list)."""
-    if not isinstance(raw, list):
-        return ()
-    return tuple(data.data_input(item, f"spec.inputs[{i}]", store)
-                 for i, item in enumerate(raw) if data.is_data_input(item))
-
-
-def _inputs(
-    raw: object, writes_file: Callable[[str], bool]
-) -> tuple[tuple[Input, ...], dict[str, str]]:
-    """The ConfigMap and Secret entries of ``spec.inputs``, and the files (or, without
-    ``items``, the directories) they write, by the field that names each."""
+def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[tuple[Input, ...], Files]:
+    """The ConfigMap and Secret entries of ``spec.inputs``, and the files (or directories) they
+    write, by the field that names each."""
     if raw is None:
         return (), {}
     if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
@@ -231,8 +222,7 @@ def _inputs(
                                                      ("Secret", "secret"))
                    if entry.get(field) is not None]
         if len(sources) != 1:
-            raise SpecError(f"{where} must have exactly one of configMap, secret, s3 and "
-                            "persistentVolumeClaim.")
+            raise SpecError(f"{where} needs one of configMap, secret, s3, persistentVolumeClaim.")
         kind, field = sources[0]
         ref = mapping(entry[field], f"{where}.{field}")
         name = ref.get("name")

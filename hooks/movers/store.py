@@ -122,9 +122,13 @@ class Verified:
             n = self.size - self.read_bytes
         if self.opened is None:
             self.opened = self.open()
-        while len(self.pending) < n and self.read_bytes + len(self.pending) < self.size:
-            self.pending += next(self.opened, b"") or self._short()
-        data, self.pending = self.pending[:n], self.pending[n:]
+        pieces, have = [self.pending], len(self.pending)
+        while have < n and self.read_bytes + have < self.size:
+            chunk = next(self.opened, b"") or self._short()
+            pieces.append(chunk)
+            have += len(chunk)
+        joined = b"".join(pieces)
+        data, self.pending = joined[:n], joined[n:]
         for piece in _split(data, self.read_bytes):
             self.sha.update(piece)
             self.part.update(piece)
