@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 VERSION = $(shell $(PYTHON) -c 'import hooks; print(hooks.__version__)')
 IMAGE ?= hpcbridge:$(VERSION)
 
-.PHONY: run test lint unit demo bench bench-follow bench-slow lock image clean
+.PHONY: run test lint unit demo bench bench-follow bench-slow bench-data lock image clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -44,6 +44,10 @@ bench-follow: $(VENV)/.dev
 
 bench-slow: $(VENV)/.dev
 	@BENCH_MODULE=bench.slow_clients bash bench/run.sh $(BENCH_ARGS)
+
+# The outputs mover against scp of the same 1 GiB; needs the S3 store of tests/clusters/s3-up.sh too.
+bench-data: $(VENV)/.dev
+	@BENCH_MODULE=bench.data BENCH_S3=1 bash bench/run.sh $(BENCH_ARGS)
 
 # requirements.lock: every package of the image at an exact version with its hashes, resolved
 # from requirements.txt for the image's Python (the Dockerfile installs it with --require-hashes).

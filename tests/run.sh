@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (`make test`): lint and types, unit and static tests, then the tests
-# against the real SLURM cluster and HTCondor pool and the SSH bastion in front of them, which
+# against the real SLURM cluster and HTCondor pool, the SSH bastion in front of them and the S3
+# object store (SeaweedFS) the data movers copy to and from, which
 # this script brings up and, when it started them, stops again by PID. Clusters left up by an
 # earlier run are reused as they are.
 set -uo pipefail
@@ -43,20 +44,25 @@ stop_clusters() {
   bash tests/clusters/bastion-down.sh --started "$work/started-bastion" || true
   bash tests/clusters/slurm-down.sh --started "$work/started-slurm" || true
   bash tests/clusters/condor-down.sh --started "$work/started-condor" || true
+  bash tests/clusters/s3-down.sh --started "$work/started-s3" || true
   rm -rf "$work"
 }
 trap stop_clusters EXIT
 
-step "bringing up the SLURM cluster and the HTCondor pool"
+step "bringing up the SLURM cluster, the HTCondor pool and the S3 object store"
 CI=true setsid bash tests/clusters/slurm-up.sh --started "$work/started-slurm" \
   </dev/null >"$work/slurm-up.log" 2>&1 &
 slurm=$!
 CI=true setsid bash tests/clusters/condor-up.sh --started "$work/started-condor" \
   </dev/null >"$work/condor-up.log" 2>&1 &
 condor=$!
+CI=true setsid bash tests/clusters/s3-up.sh --started "$work/started-s3" \
+  </dev/null >"$work/s3-up.log" 2>&1 &
+s3=$!
 wait "$slurm" || { cat "$work/slurm-up.log"; fail "SLURM bring-up"; }
 wait "$condor" || { cat "$work/condor-up.log"; fail "HTCondor bring-up"; }
-tail -n 3 "$work/slurm-up.log" "$work/condor-up.log"
+wait "$s3" || { cat "$work/s3-up.log"; fail "S3 bring-up"; }
+tail -n 3 "$work/slurm-up.log" "$work/condor-up.log" "$work/s3-up.log"
 # The SSH bastion in front of the clusters' login nodes (it fronts whichever came up).
 step "bringing up the SSH bastion"
 CI=true setsid -w bash tests/clusters/bastion-up.sh --started "$work/started-bastion" \

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hooks.core import children, response, status
+from hooks.core import children, response, staging, status
 from hooks.core.effects import Answer
 from hooks.core.model import JobRequest
 from hooks.core.request import Call
@@ -31,6 +31,7 @@ def build(
     after ``FINALIZE_RESYNC`` seconds until it is. Pure: no I/O."""
     pods = _children(call, new)
     logs_pod = pods[0]["metadata"]["name"] if pods else None
+    pods = [*pods, *staging.mover_pods(call, new)]
     if new.logs_pod != logs_pod:
         new = replace(new, logs_pod=logs_pod)
     raw = status.to_raw(

@@ -52,7 +52,7 @@ def pod_due(status: Status, *, follow: bool) -> bool:
 def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[str, Any]:
     """The desired log Pod of one attempt. Pure: no I/O."""
     spec = job.spec
-    mounts, volumes = _secret_volumes(spec.cluster)
+    mounts, volumes = secret_volumes(spec.cluster)
     args = [
         f"--backend={spec.backend}",
         f"--host={spec.cluster.host}",
@@ -63,7 +63,7 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
         *(f"--job-id={job_id}" for job_id in job_ids),
         *(f"--jump={hop.host},{hop.port},{directory},"
           f"{'insecure' if hop.insecure_skip_host_key_check else 'verify'}"
-          for hop, directory in zip(spec.cluster.jump, _hop_dirs(spec.cluster), strict=True)),
+          for hop, directory in zip(spec.cluster.jump, hop_dirs(spec.cluster), strict=True)),
     ]
     if spec.logs_follow:
         args.append("--follow")
@@ -119,18 +119,18 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
     }
 
 
-def _hop_dirs(cluster: ClusterRef) -> list[str]:
+def hop_dirs(cluster: ClusterRef) -> list[str]:
     """Where each jump host's Secret is mounted: the cluster Secret's mount when it is the
     same Secret, else a mount of its own."""
     return [SECRET_MOUNT if hop.secret_name == cluster.secret_name else f"{SECRET_MOUNT}-jump-{i}"
             for i, hop in enumerate(cluster.jump)]
 
 
-def _secret_volumes(cluster: ClusterRef) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def secret_volumes(cluster: ClusterRef) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The read-only mounts and volumes of every Secret of the route to the cluster."""
     named = [("cluster-secret", SECRET_MOUNT, cluster.secret_name)]
     named += [(f"jump-{i}-secret", directory, hop.secret_name)
-              for i, (hop, directory) in enumerate(zip(cluster.jump, _hop_dirs(cluster),
+              for i, (hop, directory) in enumerate(zip(cluster.jump, hop_dirs(cluster),
                                                        strict=True))
               if directory != SECRET_MOUNT]
     mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path, _ in named]
@@ -155,7 +155,7 @@ def carried_over(
     only when the rebuilt Pod is the annotation, to the letter, and is this BatchJob's
     (``name``) log Pod: a Pod of another name would be a child the BatchJob never had.
     """
-    applied = _applied(observed)
+    applied = applied_configuration(observed)
     if applied is None:
         return None
     try:
@@ -167,10 +167,10 @@ def carried_over(
     if job.spec.cluster not in clusters:
         return None
     rebuilt = log_pod(job, job_ids=job_ids, image=image)
-    return rebuilt if rebuilt == _without_selector_label(applied) else None
+    return rebuilt if rebuilt == without_selector_label(applied) else None
 
 
-def _without_selector_label(applied: dict[str, Any]) -> dict[str, Any]:
+def without_selector_label(applied: dict[str, Any]) -> dict[str, Any]:
     """``applied`` without the label Metacontroller adds to every child it applies
     (``generateSelector``); it adds it again to the Pod answered."""
     labels = applied.get("metadata", {}).get("labels")
@@ -180,7 +180,7 @@ def _without_selector_label(applied: dict[str, Any]) -> dict[str, Any]:
     return {**applied, "metadata": {**applied["metadata"], "labels": kept}}
 
 
-def _applied(observed: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def applied_configuration(observed: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The observed Pod's last-applied configuration, read defensively."""
     metadata = observed.get("metadata") if isinstance(observed, dict) else None
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None

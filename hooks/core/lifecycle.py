@@ -30,7 +30,8 @@ the BatchCluster or of the Namespace's labels lets it go on."""
 NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
                            Reason.INVALID_SECRET}) | WAITING_FOR_SITE
 """Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
-NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED}
+NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED, Reason.STAGING_INPUTS, Reason.INPUT_NOT_FOUND,
+                            Reason.STORAGE_ACCESS_DENIED}
 """Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or
 for a Secret or ConfigMap."""
 
@@ -179,6 +180,13 @@ def suspended(prev: Status, p: Plan, *, backend: str) -> Status:
         message=f"The BatchJob is suspended; attempt {p.attempt} is submitted once "
                 "spec.suspend is false.",
     )
+
+
+def staging(
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, reason: Reason, message: str,
+) -> Status:
+    """The attempt waits for its S3 or claim inputs to be staged (``hooks.core.staging``)."""
+    return replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
 
 
 def held_by_hooks(status: Status) -> bool:

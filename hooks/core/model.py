@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hooks.core.data import DataInput, Output, S3Storage
 
 
 class Phase(enum.StrEnum):
@@ -65,6 +68,11 @@ class Reason(enum.StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     """Pending, and the scheduler will not start it as submitted (a partition's limit, a
     request no machine meets); it does not end the BatchJob by itself."""
+    STAGING_INPUTS = "StagingInputs"
+    INPUT_NOT_FOUND = "InputNotFound"
+    STORAGE_ACCESS_DENIED = "StorageAccessDenied"
+    COLLECTING_OUTPUTS = "CollectingOutputs"
+    OUTPUTS_FAILED = "OutputsFailed"
 
 
 WAITING_REASONS = frozenset({Reason.WAITING_FOR_DEPENDENCY, Reason.WAITING_FOR_START_TIME,
@@ -240,6 +248,11 @@ class Spec:
     inputs: tuple[Input, ...] = ()
     suspend: bool = False
     active_deadline_seconds: int | None = None
+    storage: S3Storage | None = None
+    """``spec.storage.s3``: the object store of the S3 inputs and outputs."""
+    data_inputs: tuple[DataInput, ...] = ()
+    """The entries of ``spec.inputs`` fetched by the inputs mover (S3, claims)."""
+    outputs: tuple[Output, ...] = ()
 
 
 def attempt_key(uid: str, attempt: int) -> str:
@@ -272,6 +285,11 @@ class JobRequest:
     """``spec.env`` resolved: (name, value) pairs the job sees."""
     inputs: tuple[InputFile, ...] = ()
     """``spec.inputs`` resolved."""
+    staging: str = ""
+    """Where the inputs mover staged the attempt's S3 and claim inputs (moved in by the
+    guarded submission); empty without such inputs."""
+    staged: tuple[str, ...] = ()
+    """The files and directories those inputs make at the top of the attempt's directory."""
 
     @property
     def key(self) -> str:

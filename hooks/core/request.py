@@ -8,6 +8,7 @@ spec read once, the previous status, the Secrets, the observed log Pod and the c
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 from collections.abc import Mapping
@@ -78,6 +79,8 @@ class Call:
     now: datetime.datetime
     rules: Rules
     policy: Policy
+    movers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """The observed mover Pods by direction (``inputs``, ``outputs``)."""
 
 
 def parse_call(
@@ -115,6 +118,8 @@ def parse_call(
         config_maps=_group(related, CONFIG_MAP_GROUP, namespace),
         log_pod=pods.get(children.pod_name(metadata["name"])),
         now=now, rules=rules, policy=policy,
+        movers={d: pods[f"{metadata['name']}-{d}"] for d in ("inputs", "outputs")
+                if f"{metadata['name']}-{d}" in pods},
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from typing import Any
 
-from hooks.core import units
+from hooks.core import data, units
 from hooks.core.fields import INT64, SpecError, flag, mapping, optional_number, whole_number
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref, relative_path, reserved_file
 from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Reason, Resources, Spec
@@ -31,6 +31,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 READ_ONLY_NAMES = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO"})
 """Variables bash refuses to be given: where ``/bin/sh`` is bash, setting one would stop the
 job before its script (``hooks.schedulers.files.WRAPPER``)."""
+Files = dict[str, str]
 CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 """The form of a key of a Secret's or ConfigMap's data."""
 
@@ -103,6 +104,10 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     deadline = spec.get("activeDeadlineSeconds")
     script = _script(spec.get("script"))
     rules[backend].check_script(script)
+    store, (inputs, files) = data.storage(spec.get("storage")), _inputs(
+        spec.get("inputs"), rules[backend].writes_file)
+    fetched = data.data_inputs(spec.get("inputs"), store)
+    data.check_targets(fetched, files, rules[backend].writes_file)
     return Spec(
         backend=backend,
         cluster=placement.cluster,
@@ -113,7 +118,10 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         logs_follow=flag(logs.get("follow", False), "spec.logs.follow"),
         backoff_limit=whole_number(spec.get("backoffLimit", 0), "spec.backoffLimit", minimum=0),
         env=_env(spec.get("env")),
-        inputs=_inputs(spec.get("inputs"), rules[backend].writes_file),
+        inputs=inputs,
+        storage=store,
+        data_inputs=fetched,
+        outputs=data.outputs(spec.get("outputs"), store),
         suspend=flag(spec.get("suspend", False), "spec.suspend"),
         active_deadline_seconds=None if deadline is None else whole_number(
             deadline, "spec.activeDeadlineSeconds", minimum=1, maximum=INT64),
@@ -200,21 +208,26 @@ def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
     return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
 
 
-def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[Input, ...]:
+def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[tuple[Input, ...], Files]:
+    """The ConfigMap and Secret entries of ``spec.inputs``, and the files (or directories) they
+    write, by the field that names each."""
     if raw is None:
-        return ()
+        return (), {}
     if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
         raise SpecError(f"spec.inputs must be a list of at most {MAX_INPUTS} entries.")
     found: list[Input] = []
     files: dict[str, str] = {}
+    folders: dict[str, str] = {}
     for i, item in enumerate(raw):
         where = f"spec.inputs[{i}]"
         entry = mapping(item, where)
+        if data.is_data_input(entry):
+            continue
         sources = [(kind, field) for kind, field in (("ConfigMap", "configMap"),
                                                      ("Secret", "secret"))
                    if entry.get(field) is not None]
         if len(sources) != 1:
-            raise SpecError(f"{where} must have exactly one of configMap and secret.")
+            raise SpecError(f"{where} needs one of configMap, secret, s3, persistentVolumeClaim.")
         kind, field = sources[0]
         ref = mapping(entry[field], f"{where}.{field}")
         name = ref.get("name")
@@ -235,9 +248,11 @@ def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[Input, ...
         if folder and reserved_file(folder, writes_file):
             raise SpecError(f"{where}.path: {shown(folder)} is a name the hooks use in the "
                             "job's directory; choose another path.")
+        if folder and not items:
+            folders[folder] = where
         found.append(Input(kind, name, folder, items,
                            flag(ref.get("optional", False), f"{where}.{field}.optional")))
-    return tuple(found)
+    return tuple(found), {**folders, **files}
 
 
 def _items(raw: object, where: str) -> tuple[tuple[str, str], ...]:

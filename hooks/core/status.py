@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core import stored, usage
+from hooks.core import stored, transfers, usage
 from hooks.core.fields import SpecError
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref
 from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
@@ -58,6 +58,10 @@ class Status:
     spec_hash: str = ""
     """The digest of the attempt's spec without ``suspend`` and ``activeDeadlineSeconds``
     (``hooks.core.spec.digest``): a new generation with the same digest is no new spec."""
+    inputs: transfers.Transfer | None = None
+    """What the inputs mover did for the attempt (``spec.inputs`` from S3 or a claim)."""
+    outputs: transfers.Transfer | None = None
+    """What the outputs mover did after the attempt's end (``spec.outputs``)."""
 
     @property
     def finished(self) -> bool:
@@ -100,6 +104,8 @@ def from_raw(raw: object, rules: Rules) -> Status:
         reachability_reason=stored.text(reach.get("reason")),
         reachability_message=stored.text(reach.get("message")),
         spec_hash=stored.spec_hash(raw.get("attemptSpecHash")),
+        inputs=transfers.from_raw(raw.get("inputs")),
+        outputs=transfers.from_raw(raw.get("outputs")),
     )
 
 
@@ -137,6 +143,8 @@ def to_raw(
         "logsPod": status.logs_pod,
         "cluster": _cluster_raw(status.cluster),
         "attemptSpecHash": status.spec_hash or None,
+        "inputs": transfers.to_raw(status.inputs),
+        "outputs": transfers.to_raw(status.outputs),
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})
@@ -190,6 +198,7 @@ def conditions(status: Status) -> list[dict[str, str]]:
         _make("Suspended", status.reason is Reason.SUSPENDED,
               "Suspended" if status.reason is Reason.SUSPENDED else "NotSuspended",
               status.message if status.reason is Reason.SUSPENDED else ""),
+        *transfers.conditions(status.inputs, status.outputs),
     ]
 
 

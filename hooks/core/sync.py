@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hooks.core import aggregate, answer, lifecycle, payload, response, suspension
+from hooks.core import aggregate, answer, lifecycle, payload, response, staging, suspension
 from hooks.core.effects import (
     Answer,
     Cancel,
@@ -85,6 +85,8 @@ def _round(call: Call, prev: Status) -> Effects[Answer | Reached]:
     """Submit the attempt due after ``prev``, or look the current one up; or answer at once
     when nothing is due or the spec, the Secrets or ``spec.suspend`` rule it out."""
     spec = call.parsed.spec
+    if staging.collecting(prev):
+        return answer.build(call, staging.collected(call, prev))
     plan = lifecycle.plan(prev, generation=generation(call, prev),
                           backoff_limit=spec.backoff_limit if spec else 0)
     if plan.due is Due.IDLE:
@@ -126,6 +128,10 @@ def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
     job = _job(at, spec)
     if isinstance(job, Answer):
         return job
+    gated = staging.gate(at, job)
+    if isinstance(gated, Answer):
+        return gated
+    job, inputs = gated
     outcome: SubmitOutcome | Trouble = yield at.effect(Submit(job))
     if isinstance(outcome, Trouble):
         return at.unreachable(outcome)
@@ -134,11 +140,11 @@ def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
         job.spec)
     if outcome.answer is SubmitAnswer.IN_FLIGHT:
         new = lifecycle.in_flight(prev, plan, backend=backend, cluster=cluster)
-        return Reached(replace(new, spec_hash=spec_hash))
+        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
     if outcome.answer is SubmitAnswer.REFUSED:
         new = lifecycle.refused(prev, plan, backend=backend, cluster=cluster,
                                 message=outcome.message)
-        return Reached(replace(new, spec_hash=spec_hash))
+        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
     if outcome.answer is SubmitAnswer.TRANSIENT:
         return at.unreachable(Trouble(
             Reason.CLUSTER_UNREACHABLE,
@@ -151,7 +157,7 @@ def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
     yield at.effect(Track(ref))
     notes = (f"submitted {call.namespace}/{call.name} attempt {plan.attempt} as {backend} "
              f"job {outcome.job_id}",) if outcome.answer is SubmitAnswer.SUBMITTED else ()
-    return Reached(replace(new, spec_hash=spec_hash), notes)
+    return Reached(replace(new, spec_hash=spec_hash, inputs=inputs), notes)
 
 
 def _job(at: Round, spec: Spec) -> JobRequest | Answer:
@@ -202,9 +208,10 @@ def _observed(at: Round, ref: JobRef, tasks: Sequence[TaskState]) -> Status:
         single=len(ref.expected_tasks) == 1,
         seconds_since_submit=_seconds_on_cluster(at),
     )
-    return lifecycle.observed(at.prev, at.plan, summary, backend=at.where.backend,
-                              generation=generation(call, at.prev),
-                              backoff_limit=spec.backoff_limit if spec else 0)
+    return replace(lifecycle.observed(at.prev, at.plan, summary, backend=at.where.backend,
+                                      generation=generation(call, at.prev),
+                                      backoff_limit=spec.backoff_limit if spec else 0),
+                   inputs=at.prev.inputs)
 
 
 def _seconds_on_cluster(at: Round) -> float:
@@ -236,12 +243,12 @@ def _ended(at: Round, ref: JobRef, new: Status) -> Effects[Reached]:
     may fail like any command; the answer does not depend on it (finalize removes the
     directory in the end)."""
     call, spec = at.call, at.call.parsed.spec
-    if spec is not None and (spec.logs_follow or spec.env):
+    if spec is not None and (spec.logs_follow or spec.env or spec.outputs):
         yield at.effect(MarkEnded(attempt_dir(at.where.cluster.work_dir, call.namespace,
                                               call.name, call.uid, at.plan.attempt),
                                   str(new.phase)))
     yield at.effect(Forget(ref.key))
-    return Reached(new)
+    return Reached(staging.ended(call, new))
 
 
 def _for_attempt(call: Call, spec: Spec, where: Placement) -> Spec:

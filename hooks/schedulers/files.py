@@ -48,6 +48,7 @@ def input_files(job: JobRequest) -> list[tuple[str, bytes]]:
 
 
 def input_tops(job: JobRequest) -> list[str]:
-    """The files and directories the input files make at the top of the attempt's
-    directory, in order."""
-    return list(dict.fromkeys(item.path.partition("/")[0] for item in job.inputs))
+    """The files and directories the input files (and the staged inputs) make at the top of
+    the attempt's directory, in order."""
+    return list(dict.fromkeys([*(item.path.partition("/")[0] for item in job.inputs),
+                               *job.staged]))

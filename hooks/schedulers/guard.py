@@ -11,7 +11,10 @@ then takes the guard over with a second atomic ``mkdir`` (``takeover.N``) and su
 
 Its files (the script, the scheduler's description, the env file, the input files) are
 written from stdin before anything is submitted, sub-directories included; a file whose upload
-was cut short stops the submission. A refusal by the scheduler is recorded
+was cut short stops the submission. Inputs the inputs mover staged beside the attempt's
+directory (``staging``, complete once its ``.staged`` marker is there) are moved in first, each
+top-level entry with one ``rename``; ``.staged-in`` records that all were, so a retried
+submission moves the rest and never submits without them. A refusal by the scheduler is recorded
 in ``refused`` and answered again to later calls; a
 transient failure (scheduler unreachable) leaves the guard to go stale, because whether the job
 reached the scheduler is then unknown and only the lookup can tell.
@@ -45,7 +48,9 @@ def writes_file(name: str) -> bool:
 PROGRAM = r"""
 set -u
 """ + RESOLVE + r"""
-stale=$2; transient=$3; lookup=$4; nfiles=$5; shift 5
+stale=$2; transient=$3; lookup=$4; shift 4
+staging=; case $1 in */*) staging=$1; shift ;; esac
+nfiles=$1; shift
 umask 077
 # Every answer reads stdin to its end first: a command that exits before the client's EOF
 # arrives lets sshd free the channel, and OpenSSH drops the whole connection on that late EOF.
@@ -70,6 +75,16 @@ else
   [ -s "$d/jobid" ] && say_existing
 fi
 cd -- "$d" || answer error cannot enter "$d"
+if [ -n "$staging" ] && [ ! -e .staged-in ]; then
+  case $staging in /*) s=$staging ;; *) s=$HOME/$staging ;; esac
+  [ -f "$s/.staged" ] || answer error the inputs are not staged in "$staging"
+  for f in "$s"/* "$s"/.[!.]* "$s"/..?*; do
+    case ${f##*/} in .staged|.*.part) continue ;; esac
+    [ -e "$f" ] || continue
+    [ -e "${f##*/}" ] || mv -- "$f" ./ || answer error cannot move the staged "${f##*/}"
+  done
+  mv -f -- "$s/.staged" .staged-in && rm -rf -- "$s" || answer error cannot finish staging
+fi
 i=0
 while [ "$i" -lt "$nfiles" ]; do
   case $1 in */*) mkdir -p -- "${1%/*}" || answer error cannot create "${1%/*}" ;; esac
@@ -99,16 +114,19 @@ def command(
     lookup: str,
     transient: str,
     stale_seconds: int,
+    staging: str = "",
 ) -> tuple[list[str], bytes]:
     """The argv and stdin of one guarded submission.
 
     ``files`` are written into the attempt directory from stdin, in order; ``submit`` runs in
     that directory; ``lookup`` is a shell command that prints the attempt's job id if the
     scheduler knows a job by the attempt's name; ``transient`` is an extended regexp matching
-    the submit command's errors that mean "try again later" rather than "refused".
+    the submit command's errors that mean "try again later" rather than "refused"; ``staging``
+    is the directory of staged inputs to move in first (a path with a '/', given only when
+    there is one), or empty.
     """
     argv = ["sh", "-c", PROGRAM, "hpcbridge-submit", remote_dir, str(stale_seconds), transient,
-            lookup, str(len(files))]
+            lookup, *([staging] if staging else []), str(len(files))]
     for name, content in files:
         argv += [name, str(len(content))]
     return [*argv, *submit], b"".join(content for _, content in files)
@@ -126,7 +144,8 @@ def submit(
 ) -> Completed:
     """Run one guarded submission of ``job``'s attempt (see ``command``)."""
     argv, stdin = command(remote_dir=job.remote_dir, files=files, submit=submit, lookup=lookup,
-                          transient=transient, stale_seconds=job.guard_stale)
+                          transient=transient, stale_seconds=job.guard_stale,
+                          staging=job.staging)
     return conn.run(argv, stdin=stdin, deadline=deadline)
 
 

@@ -30,21 +30,6 @@ parse_args() {
     fi
 }
 
-# True if FILE lists the bastion's pid file (other lines are warned about and ignored).
-listed() {
-    local line found=1
-    [[ -e $STARTED_FILE ]] || { log "$STARTED_FILE does not exist: nothing was started"; return 1; }
-    while IFS= read -r line || [[ -n $line ]]; do
-        [[ -n $line ]] || continue
-        if [[ $line == "$PIDFILE" ]]; then
-            found=0
-        else
-            log "WARNING: ignoring unknown pid file '$line' in $STARTED_FILE"
-        fi
-    done <"$STARTED_FILE"
-    return "$found"
-}
-
 # The bastion's sshd, with the connections open through it.
 stop_sshd() {
     stop_daemon "$PIDFILE" "$SSHD" "the bastion's sshd" "the bastion's sshd is not running" 1
@@ -70,7 +55,7 @@ main() {
     [[ $EUID -eq 0 ]] || die "run as root"
     [[ ! -d $STATE ]] || lock_state bastion
     local rc=0
-    if [[ -z $STARTED_FILE ]] || listed; then
+    if [[ -z $STARTED_FILE ]] || lists_pidfile "$STARTED_FILE" "$PIDFILE"; then
         stop_sshd || rc=1
     fi
     if ((rc == 0)) && [[ -n $STARTED_FILE ]]; then

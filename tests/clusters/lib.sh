@@ -221,6 +221,22 @@ record_started() {
     [[ -z $1 ]] || printf '%s\n' "$2" >>"$1"
 }
 
+# lists_pidfile FILE PIDFILE: true if FILE (written through record_started) lists PIDFILE; other
+# lines are warned about and ignored, a missing FILE means that nothing was started.
+lists_pidfile() {
+    local line found=1
+    [[ -e $1 ]] || { log "$1 does not exist: nothing was started"; return 1; }
+    while IFS= read -r line || [[ -n $line ]]; do
+        [[ -n $line ]] || continue
+        if [[ $line == "$2" ]]; then
+            found=0
+        else
+            log "WARNING: ignoring unknown pid file '$line' in $1"
+        fi
+    done <"$1"
+    return "$found"
+}
+
 # All descendants of PID (children first found, recursively), from the ppid field of /proc/*/stat.
 descendants() { # PID
   local -A children=()

@@ -401,3 +401,39 @@ def driver(hook_server: str) -> Driver:
 @pytest.fixture
 def name() -> str:
     return f"bj-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """The S3 object store of tests/clusters/s3-up.sh (SeaweedFS on loopback): its endpoint
+    and the keys of its two identities, a writer and a reader (Read and List only)."""
+
+    state: Path
+    endpoint: str
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    read_access_key: str = field(repr=False)
+    read_secret_key: str = field(repr=False)
+
+    def secret(self, name: str, *, reader: bool = False, **override: str) -> dict[str, Any]:
+        """A Secret holding the writer's keys (or the reader's), as spec.storage.s3 names it."""
+        data = {"AWS_ACCESS_KEY_ID": self.read_access_key if reader else self.access_key,
+                "AWS_SECRET_ACCESS_KEY": self.read_secret_key if reader else self.secret_key}
+        return secret(name, {**data, **override})
+
+
+S3_STATE = "/var/tmp/hpcbridge-s3"
+
+
+@pytest.fixture(scope="session")
+def object_store() -> ObjectStore:
+    state = Path(os.environ.get("HPCBRIDGE_S3_STATE", S3_STATE))
+    if not (state / "env").exists():
+        unavailable(f"the S3 object store is not up (no {state}/env): run make test as root, "
+                    "or tests/clusters/s3-up.sh")
+    env = read_env(state / "env")
+    return ObjectStore(
+        state=state, endpoint=env["HPCBRIDGE_S3_ENDPOINT"],
+        access_key=env["HPCBRIDGE_S3_ACCESS_KEY"], secret_key=env["HPCBRIDGE_S3_SECRET_KEY"],
+        read_access_key=env["HPCBRIDGE_S3_READ_ACCESS_KEY"],
+        read_secret_key=env["HPCBRIDGE_S3_READ_SECRET_KEY"])

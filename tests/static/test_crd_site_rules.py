@@ -225,7 +225,9 @@ INPUT = {"configMap": {"name": "params"}}
             {"inputs": [{**INPUT, "path": "a//b"}]}, ["spec.inputs.0.path"], id="path-empty-part"
         ),
         pytest.param(
-            {"inputs": [{**INPUT, "path": "conf/"}]}, ["spec.inputs.0.path"], id="path-trailing"
+            {"inputs": [{**INPUT, "path": "conf/"}]},
+            ["spec.inputs: the path of a configMap or secret input is a directory named without "
+             "a trailing /"], id="path-trailing"
         ),
         pytest.param(
             {"inputs": [{**INPUT, "path": "a\tb"}]}, ["spec.inputs.0.path"], id="path-tab"

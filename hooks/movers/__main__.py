@@ -1,0 +1,5 @@
+import sys
+
+from hooks.movers.program import main
+
+sys.exit(main())

@@ -1,0 +1,153 @@
+"""The inputs mover: fetch the attempt's ``s3`` and ``persistentVolumeClaim`` inputs into its
+staging directory on the cluster over SFTP. Each file is written under a temporary name and
+renamed; ``.staged`` (``FILES BYTES``) is written last, and the guarded submission moves the
+staged files into the attempt's directory (keeping ``.staged`` there as ``.staged-in``), so a
+run again after a kill copies afresh and a submission never sees half-staged inputs.
+
+Names from the store are hostile: a key below a prefix that would land outside the input's
+path (an empty, ``.`` or ``..`` component, a control character) is refused, never followed.
+A claim's symbolic links are refused too: they could point anywhere in the Pod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from minio import Minio
+
+from hooks.core.model import Reason
+from hooks.core.text import has_control, shown
+from hooks.movers.store import MoveError, download, objects
+from hooks.ssh.files import RemoteFiles
+
+MARK = ".staged"
+MOVED = ".staged-in"
+CHUNK = 1024 * 1024
+MAX_FILES = 100_000
+
+
+def stage(files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]], *,
+          staging: str, remote_dir: str) -> tuple[int, int]:
+    """Stage every input of ``plan``; the files and bytes staged."""
+    for done in (f"{remote_dir}/{MOVED}", f"{staging}/{MARK}"):
+        if files.size(done) is not None:
+            return _counts(files, done)
+    count = total = 0
+    for item in plan:
+        for path, size, chunks, check in _sources(item, s3):
+            target = f"{staging}/{path}"
+            files.makedirs(target.rpartition("/")[0])
+            digest = hashlib.md5(usedforsecurity=False)
+            written = files.write(target, _hashed(chunks, digest), _temporary(target))
+            if written != size or (check and digest.hexdigest() != check):
+                raise MoveError(Reason.NONE, f"{path}: {written} bytes arrived of {size}, or "
+                                             "not the bytes the store names; retried.")
+            count, total = count + 1, total + written
+            if count > MAX_FILES:
+                raise MoveError(Reason.NONE, f"spec.inputs come to more than {MAX_FILES} files.")
+    files.write(f"{staging}/{MARK}", [f"{count} {total}\n".encode()], f"{staging}/{MARK}.tmp")
+    return count, total
+
+
+def _sources(item: dict[str, Any], s3: Minio | None) -> Iterator[
+        tuple[str, int, Iterator[bytes], str]]:
+    """(path in the job's directory, size, bytes, the MD5 to expect or "") of one input."""
+    path = item["path"]
+    if "s3" in item:
+        assert s3 is not None
+        bucket, key, prefix = item["s3"]["bucket"], item["s3"]["key"], item["s3"]["prefix"]
+        if key:
+            size, etag, chunks = download(s3, bucket, key)
+            yield (path + key.rpartition("/")[2] if path.endswith("/") else path), size, \
+                chunks, _md5(etag)
+            return
+        found = False
+        for obj in objects(s3, bucket, prefix):
+            if obj.is_dir or obj.object_name.endswith("/"):
+                continue
+            found = True
+            relative = _relative(obj.object_name[len(prefix):], f"s3://{bucket}/{obj.object_name}")
+            size, etag, chunks = download(s3, bucket, obj.object_name)
+            yield path + relative, size, chunks, _md5(etag)
+        if not found:
+            raise MoveError(Reason.INPUT_NOT_FOUND, f"No object was found under "
+                                                    f"s3://{bucket}/{prefix}.")
+        return
+    yield from _claim(Path(item["dir"]), path)
+
+
+def _claim(source: Path, path: str) -> Iterator[tuple[str, int, Iterator[bytes], str]]:
+    """A claim's file or directory, its symbolic links refused."""
+    try:
+        mode = os.lstat(source).st_mode
+    except FileNotFoundError:
+        raise MoveError(Reason.INPUT_NOT_FOUND, f"{_shown_claim(source)} was not found in the "
+                                                "claim.") from None
+    if stat.S_ISREG(mode):
+        name = path + source.name if path.endswith("/") else path
+        yield name, os.lstat(source).st_size, _read(source), ""
+        return
+    if not stat.S_ISDIR(mode):
+        raise MoveError(Reason.NONE, f"{_shown_claim(source)} is not a file or directory.")
+    base = path if path.endswith("/") else path + "/"
+    for top, dirs, names in os.walk(source, followlinks=False):
+        dirs.sort()
+        for name in [*sorted(names), *(d for d in dirs if os.path.islink(Path(top, d)))]:
+            full = Path(top, name)
+            info = os.lstat(full)
+            relative = _relative(str(full.relative_to(source)), _shown_claim(full))
+            if not stat.S_ISREG(info.st_mode):
+                raise MoveError(Reason.NONE, f"{_shown_claim(full)} is a symbolic link or "
+                                             "special file; only files and directories are "
+                                             "copied.")
+            yield base + relative, info.st_size, _read(full), ""
+
+
+def _read(path: Path) -> Iterator[bytes]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            yield chunk
+
+
+def _relative(name: str, where: str) -> str:
+    parts = name.split("/")
+    if (not name or has_control(name) or any(p in ("", ".", "..") for p in parts)
+            or any(len(p.encode()) > 255 for p in parts) or len(name.encode()) > 1024):
+        raise MoveError(Reason.NONE, f"{shown(where)} would land outside the input's path "
+                                     "(an empty, '.' or '..' component, a control character "
+                                     "or a name too long); it is refused.")
+    return name
+
+
+def _md5(etag: str) -> str:
+    """The MD5 an ETag names: only a single-part upload's ETag is one."""
+    return etag.lower() if len(etag) == 32 and all(c in "0123456789abcdefABCDEF"
+                                                   for c in etag) else ""
+
+
+def _hashed(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
+
+
+def _temporary(target: str) -> str:
+    folder, _, name = target.rpartition("/")
+    return f"{folder}/.{name}.part"
+
+
+def _counts(files: RemoteFiles, path: str) -> tuple[int, int]:
+    text = b"".join(files.read(path, files.size(path) or 0)).decode(errors="replace").split()
+    numbers = [int(t) for t in text[:2] if t.isdigit()]
+    return (numbers[0], numbers[1]) if len(numbers) == 2 else (0, 0)
+
+
+def _shown_claim(path: Path) -> str:
+    parts = path.parts
+    return shown("/".join(parts[parts.index("claims") + 2:]) if "claims" in parts else str(path))

@@ -1,0 +1,196 @@
+"""The outputs mover: after the attempt ended, copy the files of its directory that match
+``spec.outputs`` to S3 (key: prefix + the file's path in the job's directory) or into a claim's
+directory.
+
+The cluster lists the directory and computes each file's SHA-256 (one command each); every
+copy is checked against that digest as it is read. It never replaces what is not this
+BatchJob's: an object is replaced only if its metadata names this BatchJob (``OWNER``), a file
+only if it holds the same bytes already or its ``user.hpcbridge.owner`` attribute names this
+BatchJob; anything else is an error naming it. A file in a claim is written under a temporary
+name, synced and renamed, so it is never partial under its final name; a run again after a kill
+gives the same objects and files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from minio import Minio
+
+from hooks.core.data import matches
+from hooks.core.model import Reason
+from hooks.core.text import has_control, shown
+from hooks.deadline import Deadline
+from hooks.movers.store import MoveError, Verified, stored, upload
+from hooks.schedulers.guard import RESOLVE
+from hooks.ssh.client import Remote
+from hooks.ssh.files import RemoteFiles
+
+LIST = RESOLVE + r"""
+cd -- "$d" || exit 3
+find . -type f -printf '%s %P\0'"""
+HASH = RESOLVE + r"""
+cd -- "$d" || exit 3
+xargs -0 -r sha256sum --"""
+ATTRIBUTE = "user.hpcbridge.owner"
+TIMEOUT = 3600.0
+
+
+def collect(conn: Remote, files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]], *,
+            remote_dir: str, owner: str) -> tuple[int, int]:
+    """Copy every output of ``plan``; the files and bytes in place."""
+    sizes = _listing(conn, remote_dir)
+    chosen: list[tuple[dict[str, Any], str]] = []
+    for item in plan:
+        found = sorted(p for p in sizes if matches(item["pattern"], p))
+        if not found and not item["optional"]:
+            raise MoveError(Reason.OUTPUTS_FAILED, f"The output pattern {shown(item['pattern'])} "
+                            "matched no file in the attempt's directory.", final=True)
+        chosen += [(item, p) for p in found]
+    digests = _digests(conn, remote_dir, sorted({p for _, p in chosen}))
+    count = total = 0
+    for item, path in chosen:
+        source = f"{remote_dir}/{path}"
+        reader = Verified(functools.partial(files.read, source, sizes[path]), sizes[path],
+                          digests[path], path)
+        try:
+            if "s3" in item:
+                assert s3 is not None
+                _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
+            else:
+                _to_claim(Path(item["dir"]), path, reader, owner)
+        except MoveError as err:
+            if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
+                raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
+            raise
+        finally:
+            reader.close()
+        count, total = count + 1, total + sizes[path]
+    return count, total
+
+
+def _listing(conn: Remote, remote_dir: str) -> dict[str, int]:
+    """The attempt's files (but the hooks' own: names starting with '.' or 'hpcbridge' at its
+    top) by path, with their sizes."""
+    result = conn.run(["sh", "-c", LIST, "hpcbridge-outputs", remote_dir],
+                      deadline=Deadline.after(300))
+    if result.exit_status != 0:
+        raise MoveError(Reason.NONE, "The attempt's directory could not be listed "
+                                     f"(exit {result.exit_status}).")
+    found = {}
+    for entry in result.stdout.split(b"\0"):
+        size, _, name = entry.decode(errors="surrogateescape").partition(" ")
+        if not name or name.partition("/")[0].startswith((".", "hpcbridge")):
+            continue
+        found[name] = int(size)
+    return found
+
+
+def _digests(conn: Remote, remote_dir: str, paths: list[str]) -> dict[str, str]:
+    for path in paths:
+        if has_control(path) or "\\" in path:
+            raise MoveError(Reason.OUTPUTS_FAILED, f"The output {shown(path)} has a name with "
+                            "control characters or a backslash; it is not copied.", final=True)
+    if not paths:
+        return {}
+    names = b"\0".join(p.encode(errors="surrogateescape") for p in paths) + b"\0"
+    result = conn.run(["sh", "-c", HASH, "hpcbridge-digests", remote_dir], stdin=names,
+                      deadline=Deadline.after(TIMEOUT))
+    lines = result.out.splitlines()
+    if result.exit_status != 0 or len(lines) != len(paths):
+        raise MoveError(Reason.NONE, "The cluster could not compute the outputs' digests.")
+    return {path: line[:64] for path, line in zip(paths, lines, strict=True)}
+
+
+def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> None:
+    there = stored(s3, bucket, key)
+    if there is not None and there.owner != owner:
+        raise MoveError(Reason.OUTPUTS_FAILED, f"s3://{bucket}/{key} exists and is not an "
+                        "output of this BatchJob; it is left as it is.", final=True)
+    if there is not None and there.sha256 == reader.expected and there.size == reader.size:
+        return
+    upload(s3, bucket, key, reader, owner)
+
+
+def _to_claim(root: Path, path: str, reader: Verified, owner: str) -> None:
+    folder = _directory(root, path.split("/")[:-1])
+    target = folder / path.rpartition("/")[2]
+    if _taken(target, reader.expected, owner):
+        return
+    temporary = folder / f".{target.name}.{owner}.part"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := reader.read(1024 * 1024):
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        # A file system without user attributes: identical bytes still count as ours.
+        with contextlib.suppress(OSError):
+            os.setxattr(temporary, ATTRIBUTE, owner.encode(), follow_symlinks=False)
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    directory = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _directory(root: Path, parts: list[str]) -> Path:
+    """``root``/``parts``, made as needed, never through a symbolic link."""
+    here = root
+    for part in ["", *parts]:
+        here = here / part if part else here
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            os.mkdir(here, 0o755)
+            continue
+        if not stat.S_ISDIR(mode):
+            raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(str(here.relative_to(root)))} in "
+                            "the claim is not a directory; outputs are not written through "
+                            "it.", final=True)
+    return here
+
+
+def _taken(target: Path, sha256: str, owner: str) -> bool:
+    """Whether ``target`` holds these bytes already; refused when it holds others that are
+    not this BatchJob's."""
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(info.st_mode):
+        if _sha256(target) == sha256:
+            return True
+        try:
+            if os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode():
+                return False
+        except OSError:
+            pass
+    raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(target.name)} exists in the claim and is not "
+                    "an output of this BatchJob; it is left as it is.", final=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    for chunk in _chunks(path):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            yield chunk

@@ -1,0 +1,103 @@
+"""The mover program: log in to the cluster as the log Pod does (the SSH Secret mounted at
+``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
+at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
+(``hooks.core.movers.Report``) to ``--report``, the Pod's termination message.
+
+Exit 0: done, or (outputs) failed for good (the report says which); exit 1: the run failed
+and the kubelet runs it again. SIGTERM (the Pod is deleted, with its BatchJob) ends it at once:
+nothing partial is left under a final name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from hooks.core.movers import Report
+from hooks.core.secret import SecretError
+from hooks.core.transfers import Stage
+from hooks.deadline import Deadline
+from hooks.logs import checked, jump_arg, read_secret
+from hooks.movers import inputs, outputs
+from hooks.movers.store import MoveError, client
+from hooks.ssh import errors
+from hooks.ssh.client import Jump, Target
+from hooks.ssh.files import RemoteFiles
+from hooks.ssh.login import connect
+
+PROG = "python -m hooks.movers"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        report = Report(Stage.DONE, *_run(args))
+    except MoveError as err:
+        report = Report(Stage.FAILED, reason=err.reason, message=err.message)
+        code = 0 if err.final else 1
+    except (OSError, SecretError, errors.SSHError) as err:
+        message = err.message if isinstance(err, errors.SSHError) else str(err)
+        report = Report(Stage.FAILED, message=f"{args.direction}: {message}")
+        code = 1
+    else:
+        code = 0
+    text = report.to_json()
+    print(text, file=sys.stderr if code else sys.stdout)
+    try:
+        Path(args.report).write_text(text)
+    except OSError as err:
+        print(f"hpcbridge: cannot write the report to {args.report}: {err}", file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> tuple[int, int]:
+    plan = json.loads(args.plan)
+    s3 = (client(args.endpoint, args.region, Path(args.s3_secret_dir))
+          if args.endpoint else None)
+    credentials = checked(read_secret(Path(args.secret_dir)))
+    jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
+                       checked(read_secret(hop.secret_dir), jump=hop.host)) for hop in args.jump)
+    target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps)
+    conn = connect(target, credentials, deadline=Deadline.after(30))
+    try:
+        files = RemoteFiles(conn)
+        try:
+            if args.direction == "inputs":
+                return inputs.stage(files, s3, plan, staging=args.staging_dir,
+                                    remote_dir=args.remote_dir)
+            return outputs.collect(conn, files, s3, plan, remote_dir=args.remote_dir,
+                                   owner=args.owner)
+        finally:
+            files.close()
+    finally:
+        conn.close()
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(143)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("direction", choices=["inputs", "outputs"])
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, default=22)
+    parser.add_argument("--secret-dir", required=True)
+    parser.add_argument("--jump", action="append", default=[], type=jump_arg,
+                        metavar="HOST,PORT,SECRET_DIR,CHECK")
+    parser.add_argument("--insecure-skip-host-key-check", action="store_true")
+    parser.add_argument("--remote-dir", required=True, help="the attempt's directory")
+    parser.add_argument("--staging-dir", default="", help="inputs: where they are staged")
+    parser.add_argument("--owner", required=True, help="the BatchJob's uid")
+    parser.add_argument("--plan", required=True, help="what to copy (JSON)")
+    parser.add_argument("--report", required=True, help="the termination message's file")
+    parser.add_argument("--endpoint", default="")
+    parser.add_argument("--region", default="")
+    parser.add_argument("--s3-secret-dir", default="")
+    return parser

@@ -1,0 +1,212 @@
+"""The object store, as the movers use it: minio's S3 client, with its errors sorted into what
+the BatchJob reports (``InputNotFound``, ``StorageAccessDenied``, or trouble to retry), and
+uploads that are verified and never replace what is not this BatchJob's.
+
+minio rather than boto3: the image carries the S3 client for the movers alone, and minio is
+a small pure-Python client on urllib3 (about 1 MB, with its dependencies some 20 MB) where
+boto3's botocore is about 100 MB; both stream multipart uploads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+import urllib3
+from minio import Minio
+from minio.error import MinioException, S3Error
+
+from hooks.core.model import Reason
+
+PART_SIZE = 16 * 1024 * 1024
+"""Uploads above this size are multipart, one part in memory at a time."""
+OWNER = "hpcbridge-owner"
+SHA256 = "hpcbridge-sha256"
+"""The user metadata of every object a mover writes: the BatchJob's uid and the content's
+digest (a run again skips an object that already holds the same bytes)."""
+DENIED = {"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken",
+          "ExpiredToken", "AllAccessDisabled", "InvalidSecurity"}
+NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "NoSuchObject", "ResourceNotFound"}
+
+
+class MoveError(Exception):
+    """A copy failed: its reason (``NONE`` for trouble that a run again may not meet) and one
+    sentence. ``final``: running again cannot help (outputs only)."""
+
+    def __init__(self, reason: Reason, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.final = final
+
+
+@dataclass(frozen=True)
+class Stored:
+    size: int
+    owner: str
+    sha256: str
+
+
+def client(endpoint: str, region: str, secret_dir: Path) -> Minio:
+    """A client for ``endpoint`` with the keys of the mounted S3 Secret."""
+    def value(key: str) -> str | None:
+        path = secret_dir / key
+        return path.read_text().strip() if path.is_file() else None
+
+    access, secret = value("AWS_ACCESS_KEY_ID"), value("AWS_SECRET_ACCESS_KEY")
+    if not access or not secret:
+        raise MoveError(Reason.STORAGE_ACCESS_DENIED, "The S3 Secret of spec.storage.s3 needs "
+                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.")
+    scheme, _, host = endpoint.partition("://")
+    http = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=10, read=120),
+        retries=urllib3.Retry(total=3, backoff_factor=0.5, status_forcelist=[500, 502, 503, 504]))
+    return Minio(host.rstrip("/"), access_key=access, secret_key=secret,
+                 session_token=value("AWS_SESSION_TOKEN"), secure=scheme == "https",
+                 region=region or "us-east-1", http_client=http)
+
+
+def failure(err: Exception, what: str) -> MoveError:
+    """``err`` of an operation on ``what`` (``s3://bucket/key``) as the BatchJob reports it."""
+    if isinstance(err, S3Error):
+        status = err.response.status if err.response is not None else 0
+        if err.code in DENIED or status == 403:
+            return MoveError(Reason.STORAGE_ACCESS_DENIED,
+                             f"The object store refused the keys of spec.storage.s3 for {what} "
+                             f"({err.code}).")
+        if err.code in NOT_FOUND or status == 404:
+            return MoveError(Reason.INPUT_NOT_FOUND, f"{what} was not found ({err.code}).")
+        return MoveError(Reason.NONE, f"The object store answered {err.code} for {what}.")
+    return MoveError(Reason.NONE, f"The object store could not be reached for {what}: "
+                                  f"{type(err).__name__}.")
+
+
+def stored(s3: Minio, bucket: str, key: str) -> Stored | None:
+    """The object at ``key`` as a mover wrote it (owner and digest from its metadata), or None
+    when there is none."""
+    try:
+        found = s3.stat_object(bucket, key)
+    except S3Error as err:
+        if err.code in ("NoSuchKey", "NoSuchObject") or (
+                err.response is not None and err.response.status == 404
+                and err.code != "NoSuchBucket"):
+            return None
+        raise failure(err, f"s3://{bucket}/{key}") from err
+    except (MinioException, urllib3.exceptions.HTTPError, OSError) as err:
+        raise failure(err, f"s3://{bucket}/{key}") from err
+    meta = {k.lower(): v for k, v in (found.metadata or {}).items()}
+    return Stored(found.size or 0, meta.get(f"x-amz-meta-{OWNER}", ""),
+                  meta.get(f"x-amz-meta-{SHA256}", ""))
+
+
+class Verified:
+    """A file-like reader over ``chunks`` of ``size`` bytes that checks their SHA-256 against
+    ``sha256`` (what the cluster computed) as the last byte is read, and keeps each part's MD5
+    for the ETag the store must answer."""
+
+    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int, sha256: str,
+                 where: str) -> None:
+        self.opened: Iterator[bytes] | None = None
+        self.open, self.size, self.expected, self.where = chunks, size, sha256, where
+        self.sha = hashlib.sha256()
+        self.parts: list[bytes] = []
+        self.part = hashlib.md5(usedforsecurity=False)
+        self.read_bytes = 0
+        self.pending = b""
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            n = self.size - self.read_bytes
+        if self.opened is None:
+            self.opened = self.open()
+        pieces, have = [self.pending], len(self.pending)
+        while have < n and self.read_bytes + have < self.size:
+            chunk = next(self.opened, b"") or self._short()
+            pieces.append(chunk)
+            have += len(chunk)
+        joined = b"".join(pieces)
+        data, self.pending = joined[:n], joined[n:]
+        for piece in _split(data, self.read_bytes):
+            self.sha.update(piece)
+            self.part.update(piece)
+            self.read_bytes += len(piece)
+            if self.read_bytes % PART_SIZE == 0 or self.read_bytes == self.size:
+                self.parts.append(self.part.digest())
+                self.part = hashlib.md5(usedforsecurity=False)
+        if self.read_bytes == self.size and self.sha.hexdigest() != self.expected:
+            raise MoveError(Reason.NONE, f"{self.where} changed while it was read: its "
+                                         "SHA-256 is not what the cluster computed.")
+        return data
+
+    def close(self) -> None:
+        """Stop reading (the source's file is closed)."""
+        if isinstance(self.opened, Generator):
+            self.opened.close()
+
+    def etag(self) -> str:
+        if len(self.parts) <= 1:
+            return self.parts[0].hex() if self.parts else hashlib.md5(
+                b"", usedforsecurity=False).hexdigest()
+        return f"{hashlib.md5(b''.join(self.parts), usedforsecurity=False).hexdigest()}-" \
+               f"{len(self.parts)}"
+
+    def _short(self) -> bytes:
+        raise MoveError(Reason.NONE, f"{self.where} ended before its {self.size} bytes.")
+
+
+def _split(data: bytes, at: int) -> Iterator[bytes]:
+    """``data`` (starting at offset ``at``) cut at part boundaries."""
+    while data:
+        room = PART_SIZE - at % PART_SIZE
+        yield data[:room]
+        at += len(data[:room])
+        data = data[room:]
+
+
+def upload(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> None:
+    """Replace the object at ``key`` with the reader's bytes, verified on the way (SHA-256) and
+    after (the ETag the store answered)."""
+    where = f"s3://{bucket}/{key}"
+    try:
+        result = s3.put_object(bucket, key, cast(BinaryIO, reader), reader.size,
+                               part_size=PART_SIZE, num_parallel_uploads=1,
+                               metadata={OWNER: owner, SHA256: reader.expected})
+    except MoveError:
+        raise
+    except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+        raise failure(err, where) from err
+    if (result.etag or "").strip('"') != reader.etag():
+        raise MoveError(Reason.NONE, f"{where}: the store's ETag {result.etag} is not the "
+                                     "digest of the bytes sent.")
+
+
+def objects(s3: Minio, bucket: str, prefix: str) -> Iterator[Any]:
+    """Every object under ``prefix``."""
+    try:
+        yield from s3.list_objects(bucket, prefix=prefix, recursive=True)
+    except (MinioException, urllib3.exceptions.HTTPError, OSError) as err:
+        raise failure(err, f"s3://{bucket}/{prefix}") from err
+
+
+def download(s3: Minio, bucket: str, key: str) -> tuple[int, str, Iterator[bytes]]:
+    """An object's size, its ETag and its bytes as they arrive."""
+    where = f"s3://{bucket}/{key}"
+    try:
+        response = s3.get_object(bucket, key)
+    except (MinioException, urllib3.exceptions.HTTPError, OSError) as err:
+        raise failure(err, where) from err
+    size = int(response.headers.get("Content-Length", "0"))
+
+    def chunks() -> Iterator[bytes]:
+        try:
+            yield from response.stream(256 * 1024)
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise failure(err, where) from err
+        finally:
+            response.close()
+            response.release_conn()
+
+    return size, response.headers.get("ETag", "").strip('"'), chunks()

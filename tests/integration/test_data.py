@@ -1,0 +1,195 @@
+"""Data in and results out on the real clusters and the real S3 store: inputs from one key, a
+prefix and a claim's directory are read back by the job; outputs land in S3 and in a claim's
+directory byte for byte; the S3 keys reach no command the cluster's sshd recorded and no file
+of the attempt's directory."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from minio import Minio
+
+from tests.driver import Driver
+from tests.integration.conftest import NAMESPACE, Cluster, ObjectStore, start
+from tests.integration.kubelet import run_mover
+
+SCRIPT = """#!/bin/bash
+set -e
+mkdir -p results
+cat data/params.json data/raw/a.txt data/raw/sub/b.txt data/prepared/x.txt > results/all.h5
+head -c 3000000 /dev/urandom > results/big.h5
+echo '{"ok": true}' > summary.json
+"""
+
+
+def client(store: ObjectStore) -> Minio:
+    return Minio(store.endpoint.removeprefix("http://"), access_key=store.access_key,
+                 secret_key=store.secret_key, secure=False, region="us-east-1")
+
+
+def bucket(s3: Minio, name: str = "hpcbridge-data") -> str:
+    """One of the tests' shared buckets (each bucket claims volumes of the store)."""
+    if not s3.bucket_exists(name):
+        s3.make_bucket(name)
+    return name
+
+
+def put(s3: Minio, bucket_name: str, key: str, data: bytes) -> None:
+    import io
+    s3.put_object(bucket_name, key, io.BytesIO(data), len(data))
+
+
+def drive(driver: Driver, name: str, claims: dict[str, Path], *, until: set[str],
+          rounds: int = 120) -> dict[str, Any]:
+    """Sync, running each mover Pod once it is there, until the phase is in ``until``."""
+    import time
+    for _ in range(rounds):
+        driver.sync(NAMESPACE, name)
+        for pod in driver.pods_of(NAMESPACE, name):
+            component = pod["metadata"]["labels"]["app.kubernetes.io/component"]
+            if component in ("inputs", "outputs") and pod["status"]["phase"] != "Succeeded":
+                run_mover(driver, pod, claims)
+        obj = driver.get(NAMESPACE, name)
+        if (obj.get("status") or {}).get("phase") in until:
+            return obj
+        time.sleep(1)
+    raise AssertionError(f"{name}: {driver.get(NAMESPACE, name).get('status')}")
+
+
+def test_inputs_and_outputs_move_byte_for_byte(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, tmp_path: Path,
+) -> None:
+    s3 = client(object_store)
+    data_bucket, results_bucket = bucket(s3), bucket(s3, "hpcbridge-results")
+    put(s3, data_bucket, f"{name}/params.json", b"params\n")
+    put(s3, data_bucket, f"{name}/raw/a.txt", b"a\n")
+    put(s3, data_bucket, f"{name}/raw/sub/b.txt", b"b\n")
+    prepared, results = tmp_path / "prepared", tmp_path / "results"
+    (prepared / "run-42").mkdir(parents=True)
+    (prepared / "run-42" / "x.txt").write_bytes(b"x\n")
+    results.mkdir()
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    commands_before = len(cluster.commands())
+    batchjob = start(driver, cluster, name, SCRIPT, storage={"s3": {
+        "endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}},
+        inputs=[
+            {"s3": {"bucket": data_bucket, "key": f"{name}/params.json"},
+             "path": "data/params.json"},
+            {"s3": {"bucket": data_bucket, "prefix": f"{name}/raw/"}, "path": "data/raw/"},
+            {"persistentVolumeClaim": {"claimName": "prepared", "subPath": "run-42"},
+             "path": "data/prepared/"}],
+        outputs=[
+            {"path": "results/*.h5", "s3": {"bucket": results_bucket, "prefix": f"{name}/"}},
+            {"path": "summary.json",
+             "persistentVolumeClaim": {"claimName": "results", "subPath": "run-42"}}])
+    obj = drive(driver, name, {"prepared": prepared, "results": results},
+                until={"Succeeded", "Failed"})
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["inputs"]["phase"] == "Done" and status["inputs"]["files"] == 4
+    assert status["outputs"]["phase"] == "Done" and status["outputs"]["files"] == 3
+    kinds = {c["type"]: c["status"] for c in status["conditions"]}
+    assert kinds["InputsReady"] == kinds["OutputsCollected"] == kinds["Complete"] == "True"
+    attempt = cluster.remote_root(batchjob) / "attempt-1"
+    got = s3.get_object(results_bucket, f"{name}/results/all.h5").read()
+    assert got == (attempt / "results/all.h5").read_bytes() == b"params\na\nb\nx\n"
+    big = s3.get_object(results_bucket, f"{name}/results/big.h5").read()
+    assert hashlib.sha256(big).digest() == hashlib.sha256(
+        (attempt / "results/big.h5").read_bytes()).digest()
+    assert (results / "run-42/summary.json").read_bytes() == (
+        attempt / "summary.json").read_bytes()
+    secrets = (object_store.secret_key, object_store.access_key)
+    recorded = "\n".join(cluster.commands()[commands_before:])
+    assert not any(s in recorded for s in secrets)
+    root = cluster.remote_root(batchjob)
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert not any(s.encode() in path.read_bytes() for s in secrets), path
+    driver.finalize(NAMESPACE, name)
+
+
+def test_a_missing_object_waits_then_proceeds(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str,
+) -> None:
+    s3 = client(object_store)
+    data_bucket = bucket(s3)
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    start(driver, cluster, name, "#!/bin/bash\ncat later.txt\n",
+          storage={"s3": {"endpoint": object_store.endpoint,
+                          "secretRef": {"name": f"{name}-s3"}}},
+          inputs=[{"s3": {"bucket": data_bucket, "key": f"{name}/later.txt"},
+                   "path": "later.txt"}])
+    for _ in range(3):
+        obj = drive(driver, name, {}, until={"Pending"})
+    assert obj["status"]["reason"] == "InputNotFound", obj["status"]
+    assert f"s3://{data_bucket}/{name}/later.txt" in obj["status"]["message"]
+    put(s3, data_bucket, f"{name}/later.txt", b"now\n")
+    obj = drive(driver, name, {}, until={"Succeeded", "Failed"})
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    driver.finalize(NAMESPACE, name)
+
+
+def test_wrong_keys_are_storage_access_denied(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str,
+) -> None:
+    driver.apply_secret(object_store.secret(f"{name}-s3", AWS_SECRET_ACCESS_KEY="wrong"))
+    start(driver, cluster, name, "#!/bin/bash\ntrue\n",
+          storage={"s3": {"endpoint": object_store.endpoint,
+                          "secretRef": {"name": f"{name}-s3"}}},
+          inputs=[{"s3": {"bucket": "anything", "key": "k"}, "path": "k"}])
+    for _ in range(2):
+        obj = drive(driver, name, {}, until={"Pending"})
+    assert obj["status"]["reason"] == "StorageAccessDenied", obj["status"]
+    assert not obj["status"].get("jobIDs")
+    driver.finalize(NAMESPACE, name)
+
+
+@pytest.mark.parametrize("when", ["OnFailure", "OnSuccess"])
+def test_when_is_honoured_for_a_failing_job(
+    driver: Driver, cluster: Cluster, name: str, tmp_path: Path, when: str,
+) -> None:
+    start(driver, cluster, name, "#!/bin/bash\necho partial > partial.txt\nexit 3\n",
+          outputs=[{"path": "partial.txt", "when": when,
+                    "persistentVolumeClaim": {"claimName": "results"}}])
+    obj = drive(driver, name, {"results": tmp_path}, until={"Failed", "Succeeded"})
+    status = obj["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "NonZeroExitCode", status
+    if when == "OnFailure":
+        assert (tmp_path / "partial.txt").read_text() == "partial\n"
+        assert status["outputs"]["phase"] == "Done"
+    else:
+        assert not (tmp_path / "partial.txt").exists() and "outputs" not in status
+    driver.finalize(NAMESPACE, name)
+
+
+def test_a_mover_killed_mid_copy_and_run_again_leaves_the_same_objects(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, tmp_path: Path,
+) -> None:
+    s3 = client(object_store)
+    results_bucket = bucket(s3, "hpcbridge-results")
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    batchjob = start(driver, cluster, name,
+                     "#!/bin/bash\nhead -c 300000000 /dev/urandom > big.bin\n",
+                     storage={"s3": {"endpoint": object_store.endpoint,
+                                     "secretRef": {"name": f"{name}-s3"}}},
+                     outputs=[{"path": "big.bin", "s3": {"bucket": results_bucket,
+                                                         "prefix": f"{name}/"}},
+                              {"path": "big.bin",
+                               "persistentVolumeClaim": {"claimName": "results"}}])
+    obj = driver.run_until(NAMESPACE, name, lambda o: (o.get("status") or {}).get(
+        "reason") == "CollectingOutputs", timeout=300)
+    del obj
+    (pod,) = [p for p in driver.pods_of(NAMESPACE, name)
+              if p["metadata"]["name"] == f"{name}-outputs"]
+    assert run_mover(driver, pod, {"results": tmp_path}, kill_after=2.0) != 0
+    assert not (tmp_path / "big.bin").exists()
+    obj = drive(driver, name, {"results": tmp_path}, until={"Succeeded", "Failed"})
+    assert obj["status"]["phase"] == "Succeeded", obj["status"]
+    source = (cluster.remote_root(batchjob) / "attempt-1" / "big.bin").read_bytes()
+    assert s3.get_object(results_bucket, f"{name}/big.bin").read() == source
+    assert (tmp_path / "big.bin").read_bytes() == source
+    assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
+    driver.finalize(NAMESPACE, name)
