@@ -10,7 +10,7 @@ it is trusted before ``parse_site`` has checked every field the way a BatchJob's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,9 @@ MAX_KNOWN_HOSTS = 64 * 1024
 """Characters of ``spec.knownHosts``: every attempt keeps them in its status."""
 MAX_PARTITIONS = 64
 LIMITS = ("maxTimeLimit", "maxCpus", "maxMemory", "maxGpus", "maxNodes", "partitions")
+COVERED = {"partition": "partitions", "timeLimit": "maxTimeLimit", "cpus": "maxCpus",
+           "memory": "maxMemory", "gpus": "maxGpus", "nodes": "maxNodes"}
+"""The limit that covers each of ``hooks.core.scheduler.LIMITED``."""
 
 
 class SiteError(ValueError):
@@ -103,7 +106,12 @@ def _site(name: str, spec: Mapping[str, Any], rules: Rules) -> Site:
     selector = spec.get("namespaceSelector")
     resources, options = _defaults(spec.get("defaults"), backend, rules)
     limits = _limits(spec.get("limits"), backend)
-    _within(limits, parse_resources(resources, "spec.defaults.resources"), options)
+    checked = parse_resources(resources, "spec.defaults.resources")
+    _within(limits, checked, options)
+    free = free_form_beyond(limits, rules[backend].free_form_settings(
+        rules[backend].parse_options(options, checked), ""))
+    if free:
+        raise SpecError(f"spec.defaults: {free}.")
     return Site(
         name=name,
         backend=backend,
@@ -227,6 +235,22 @@ def beyond(limits: Limits, resources: Resources, partition: object) -> str | Non
                  else f"spec.slurm.partition {shown(partition)} is not allowed")
         return (f"{which}, and the BatchCluster's limits.partitions are "
                 f"{', '.join(limits.partitions)}")
+    return None
+
+
+def free_form_beyond(limits: Limits, settings: Iterable[tuple[str, str]]) -> str | None:
+    """The first of a scheduler's free-form ``settings`` ((where, quantity), as
+    ``SchedulerRules.free_form_settings`` gives them) that sets a quantity ``limits`` cover,
+    as a sentence's start naming both; None when none does. Whatever its value: the limits are
+    checked on the fields that set a quantity alone."""
+    for where, quantity in settings:
+        key = COVERED[quantity]
+        if limits.written.get(key) is not None:
+            field_name = "spec.slurm.partition" if quantity == "partition" else (
+                f"spec.resources.{quantity}")
+            return (f"{where} sets the {quantity}, which the BatchCluster's limits.{key} "
+                    f"({shown(limits.written[key])}) covers: set it in {field_name}, where "
+                    "the limit is checked")
     return None
 
 

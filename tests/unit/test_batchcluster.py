@@ -9,12 +9,12 @@ import copy
 from typing import Any
 
 import pytest
-from tests.unit.builders import HOST_KEY
 
 from hooks.core.model import Reason
 from hooks.core.request import customize
 from hooks.core.routing import parse_routed
 from hooks.schedulers import REGISTRY
+from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import UID
 
 SITE: dict[str, Any] = {
