@@ -33,6 +33,9 @@ LIMITS = ("maxTimeLimit", "maxCpus", "maxMemory", "maxGpus", "maxNodes", "partit
 COVERED = {"partition": "partitions", "timeLimit": "maxTimeLimit", "cpus": "maxCpus",
            "memory": "maxMemory", "gpus": "maxGpus", "nodes": "maxNodes"}
 """The limit that covers each of ``hooks.core.scheduler.LIMITED``."""
+UNBOUNDED = ("timeLimit", "memory")
+"""Fields whose scheduler default no limit bounds: a BatchJob under such a limit sets them (or
+its BatchCluster's defaults do)."""
 
 
 class SiteError(ValueError):
@@ -217,9 +220,12 @@ def _count(value: object, where: str, minimum: int) -> int | None:
     return None if value is None else whole_number(value, where, minimum=minimum)
 
 
-def beyond(limits: Limits, resources: Resources, partition: object) -> str | None:
+def beyond(limits: Limits, resources: Resources, partition: object, *,
+           complete: bool = True) -> str | None:
     """The first limit ``resources`` (and a SLURM ``partition``) exceed, as ``field value is
-    beyond the limit``; None when all are within."""
+    beyond the limit``; None when all are within. With ``complete``, a time limit or memory
+    left out under a limit of it is beyond it too: the scheduler's default (a partition's
+    DefaultTime, a node's whole memory, no time limit at all) is not bounded by it."""
     checks = (("timeLimit", resources.time_limit_seconds, limits.time_limit_seconds,
                "maxTimeLimit"),
               ("cpus", resources.cpus, limits.cpus, "maxCpus"),
@@ -227,6 +233,10 @@ def beyond(limits: Limits, resources: Resources, partition: object) -> str | Non
               ("gpus", resources.gpus, limits.gpus, "maxGpus"),
               ("nodes", resources.nodes, limits.nodes, "maxNodes"))
     for name, value, limit, key in checks:
+        if complete and value is None and limit is not None and name in UNBOUNDED:
+            return (f"spec.resources.{name} is left out, so the scheduler's default applies, "
+                    f"which the BatchCluster's limits.{key} ({shown(limits.written.get(key))}) "
+                    "does not bound; set one")
         if value is not None and limit is not None and value > limit:
             return (f"spec.resources.{name} is beyond the BatchCluster's limits.{key} "
                     f"({shown(limits.written.get(key))})")
@@ -258,6 +268,6 @@ def _within(limits: Limits, resources: Resources, options: Mapping[str, Any]) ->
     """Refuse defaults beyond the limits (without a default partition a BatchJob may still
     name one)."""
     checked = limits if "partition" in options else replace(limits, partitions=None)
-    found = beyond(checked, resources, options.get("partition"))
+    found = beyond(checked, resources, options.get("partition"), complete=False)
     if found:
         raise SpecError(f"spec.defaults: {found.replace('spec.', 'the default ', 1)}.")

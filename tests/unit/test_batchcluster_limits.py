@@ -15,7 +15,8 @@ from hooks.schedulers.slurm.options import SBATCH_SHORT_WITH_VALUE
 from tests.unit.test_batchcluster import NAMESPACE, SITE, named, routed, site_with
 
 CONDOR_SITE = site_with(
-    backend="htcondor", defaults={}, namespaceSelector={},
+    backend="htcondor", defaults={"resources": {"timeLimit": "1h", "memory": "1Gi"}},
+    namespaceSelector={},
     limits={"maxTimeLimit": "48h", "maxCpus": 16, "maxMemory": "64Gi", "maxGpus": 1})
 ALL_LIMITS = site_with(limits={"maxTimeLimit": "48h", "maxCpus": 256, "maxMemory": "1Ti",
                                "maxGpus": 8, "maxNodes": 16, "partitions": ["batch", "gpu"]})
@@ -60,6 +61,14 @@ def script(*lines: str) -> str:
                      id="directive-gpus"),
         pytest.param(named(script=script("#SBATCH --mem=4T")), ["--mem", "limits.maxMemory"],
                      id="directive-memory"),
+        pytest.param(named(script=script("#SBATCH --constraint=x", "#SBATCH hetjob")),
+                     ["line 3", "heterogeneous job", "limits."], id="directive-hetjob"),
+        pytest.param(named(script=script("#SBATCH packjob")), ["heterogeneous job"],
+                     id="directive-packjob"),
+        pytest.param(named(slurm={"extraArgs": ["--clusters=other"]}),
+                     ["--clusters", "limits.partitions"], id="extra-other-cluster"),
+        pytest.param(named(script=script("#SBATCH -M other")), ["-M", "limits.partitions"],
+                     id="directive-other-cluster"),
     ],
 )
 def test_slurm_free_form_options_that_set_a_limited_quantity_are_refused(
@@ -112,6 +121,26 @@ def test_free_form_options_that_set_no_limited_quantity_are_kept(
         spec: dict[str, Any], site: dict[str, Any]) -> None:
     parsed = routed(spec, site)
     assert parsed.error == "" and parsed.spec is not None, parsed.error
+
+
+@pytest.mark.parametrize(("site", "left_out", "limit"), [
+    pytest.param(site_with(defaults={"slurm": {"partition": "batch"}}), "timeLimit",
+                 "limits.maxTimeLimit ('48h')", id="slurm-time"),
+    pytest.param(site_with(defaults={"resources": {"timeLimit": "1h"},
+                                     "slurm": {"partition": "batch"}}),
+                 "memory", "limits.maxMemory ('1Ti')", id="slurm-memory"),
+    pytest.param(site_with(backend="htcondor", defaults={}, limits={"maxTimeLimit": "1h"}),
+                 "timeLimit", "limits.maxTimeLimit ('1h')", id="htcondor-time"),
+])
+def test_a_time_limit_or_memory_left_out_under_its_limit_is_refused(
+        site: dict[str, Any], left_out: str, limit: str) -> None:
+    """The scheduler's default (a partition's DefaultTime, a node's whole memory, HTCondor's
+    no time limit) is not bounded by the limit."""
+    parsed = routed(named(), site)
+    assert parsed.reason == Reason.INVALID_SPEC and parsed.spec is None
+    assert f"spec.resources.{left_out} is left out" in parsed.error and limit in parsed.error
+    own = routed(named(resources={"timeLimit": "2h", "memory": "1Gi"}), site)
+    assert "left out" not in own.error
 
 
 def test_a_host_named_directly_has_no_limits_to_reach_around() -> None:

@@ -5,13 +5,15 @@ the partition, the time limit, the CPUs, memory, GPUs and nodes of a job. Pure: 
 hpcbridge writes from ``spec.resources`` and ``spec.slurm`` (sbatch takes the last of an option),
 so a BatchJob whose BatchCluster limits a quantity may not set it there. Read from sbatch(1)
 of Slurm 22.05 to 25.11; an option that asks for more of a quantity counts, whatever its value
-(``--exclusive`` takes a node's every CPU, ``--ntasks`` multiplies ``--cpus-per-task``).
+(``--exclusive`` takes a node's every CPU, ``--ntasks`` multiplies ``--cpus-per-task``); one
+that sends the job to another cluster of a federation (``--clusters``) picks its partition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+from hooks.core.scheduler import LIMITED
 from hooks.core.text import shown
 from hooks.schedulers.slurm.directives import directives
 from hooks.schedulers.slurm.options import (
@@ -33,12 +35,16 @@ LIMITED_LONG: Mapping[str, tuple[str, ...]] = {
     "gpus": ("gpus",), "gpus-per-node": ("gpus",), "gpus-per-socket": ("gpus",),
     "gpus-per-task": ("gpus",), "gres": ("gpus",),
     "nodes": ("nodes",), "nodelist": ("nodes",), "nodefile": ("nodes",),
+    "clusters": ("partition",), "cluster-constraint": ("partition",),
 }
 LIMITED_SHORT: Mapping[str, str] = {
     "p": "partition", "t": "time", "c": "cpus-per-task", "n": "ntasks", "B": "extra-node-info",
-    "G": "gpus", "N": "nodes", "w": "nodelist", "F": "nodefile",
+    "G": "gpus", "N": "nodes", "w": "nodelist", "F": "nodefile", "M": "clusters",
 }
 KNOWN_LONG = SBATCH_LONG_WITH_VALUE | SBATCH_LONG_WITHOUT_VALUE
+COMPONENT = ("hetjob", "packjob")
+"""A directive that starts another component of a heterogeneous job: none of the options
+hpcbridge writes bound it, so it sets every quantity (``#SBATCH hetjob``, ``packjob`` of old)."""
 
 
 def limited_option(arg: str) -> str | None:
@@ -80,6 +86,10 @@ def free_form_settings(extra_args: Sequence[str], script: str) -> Iterator[tuple
             for quantity in covers(option):
                 yield f"spec.slurm.extraArgs {shown(arg)} ({option})", quantity
     for number, text, args in directives(script):
+        if any(arg.lower() in COMPONENT for arg in args):
+            for quantity in LIMITED:
+                yield (f"spec.script line {number} ({shown(text)}: a component of a "
+                       "heterogeneous job, with resources of its own)"), quantity
         for option in filter(None, map(limited_option, args)):
             for quantity in covers(option):
                 yield f"spec.script line {number} ({shown(text)}: {option})", quantity
