@@ -19,7 +19,7 @@ from typing import Any
 from hooks.core.layout import DNS_SUBDOMAIN
 from hooks.core.model import Reason
 from hooks.core.scheduler import Rules
-from hooks.core.sites import Site, SiteError, beyond, parse_site
+from hooks.core.sites import Site, SiteError, beyond, free_form_beyond, parse_site
 from hooks.core.spec import ParsedSpec, Placement, digest, parse
 from hooks.core.text import shown
 
@@ -69,7 +69,7 @@ def parse_routed(
     merged = _merged(spec, cluster, site)
     if isinstance(merged, str):
         return ParsedSpec(backend, None, None, merged)
-    return _checked(parse(merged, rules), site, merged)
+    return _checked(parse(merged, rules), site, merged, rules)
 
 
 def _dict(value: object) -> Mapping[str, Any]:
@@ -161,8 +161,10 @@ def _work_dir(own: object, site: Site) -> object:
     return f"{site.work_dir.rstrip('/')}/{own}"
 
 
-def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any]) -> ParsedSpec:
-    """``parsed`` on the BatchCluster's route, within its limits."""
+def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any], rules: Rules
+             ) -> ParsedSpec:
+    """``parsed`` on the BatchCluster's route, within its limits, which the scheduler's
+    free-form options may not reach around."""
     placement = parsed.placement
     if placement is None:
         return parsed
@@ -172,7 +174,9 @@ def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any]) -> Parse
         return replace(parsed, placement=routed)
     options = merged.get(site.backend)
     partition = options.get("partition") if isinstance(options, dict) else None
-    over = beyond(site.limits, parsed.spec.resources, partition)
+    over = beyond(site.limits, parsed.spec.resources, partition) or free_form_beyond(
+        site.limits, rules[site.backend].free_form_settings(parsed.spec.options,
+                                                            parsed.spec.script))
     if over:
         return ParsedSpec(parsed.backend, routed, None,
                           f"{over} (BatchCluster {site.name}); change the spec.")

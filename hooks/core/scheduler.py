@@ -9,10 +9,13 @@ it never imports a scheduler and a new scheduler needs no change here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from hooks.core.model import Resources
+
+LIMITED = ("partition", "timeLimit", "cpus", "memory", "gpus", "nodes")
+"""What a BatchCluster's limits cover: the partition and the fields of ``spec.resources``."""
 
 
 class SchedulerRules(Protocol):
@@ -30,6 +33,12 @@ class SchedulerRules(Protocol):
         """Refuse what the scheduler would read in the batch script against hpcbridge's own
         settings (SLURM's ``#SBATCH`` directives); raises ``hooks.core.fields.SpecError``
         naming the line. Pure."""
+        ...
+
+    def free_form_settings(self, options: Any, script: str) -> Iterable[tuple[str, str]]:
+        """Where the scheduler's free-form options (a parsed block's, the script's) set one of
+        ``LIMITED``: (what sets it, for a message, the quantity). A BatchCluster that limits
+        the quantity refuses them, so that its limits cover what reaches the scheduler. Pure."""
         ...
 
     def expected_tasks(self, options: Any, job_id: str) -> tuple[str, ...]:

@@ -92,12 +92,16 @@ def _key(key: object, where: str) -> str:
 
 
 def _holds(req: Requirement, labels: Mapping[str, object]) -> bool:
+    """Whether ``labels`` meet ``req``; a label whose value is no string (which no API server
+    stores) is one no value matches."""
     present = req.key in labels
+    value = labels.get(req.key)
+    among = isinstance(value, str) and value in req.values
     match req.operator:
         case "In":
-            return present and labels[req.key] in req.values
+            return among
         case "NotIn":
-            return not present or labels[req.key] not in req.values
+            return not among
         case "Exists":
             return present
         case _:

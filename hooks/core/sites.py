@@ -10,7 +10,7 @@ it is trusted before ``parse_site`` has checked every field the way a BatchJob's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,12 @@ MAX_KNOWN_HOSTS = 64 * 1024
 """Characters of ``spec.knownHosts``: every attempt keeps them in its status."""
 MAX_PARTITIONS = 64
 LIMITS = ("maxTimeLimit", "maxCpus", "maxMemory", "maxGpus", "maxNodes", "partitions")
+COVERED = {"partition": "partitions", "timeLimit": "maxTimeLimit", "cpus": "maxCpus",
+           "memory": "maxMemory", "gpus": "maxGpus", "nodes": "maxNodes"}
+"""The limit that covers each of ``hooks.core.scheduler.LIMITED``."""
+UNBOUNDED = ("timeLimit", "memory")
+"""Fields whose scheduler default no limit bounds: a BatchJob under such a limit sets them (or
+its BatchCluster's defaults do)."""
 
 
 class SiteError(ValueError):
@@ -103,7 +109,12 @@ def _site(name: str, spec: Mapping[str, Any], rules: Rules) -> Site:
     selector = spec.get("namespaceSelector")
     resources, options = _defaults(spec.get("defaults"), backend, rules)
     limits = _limits(spec.get("limits"), backend)
-    _within(limits, parse_resources(resources, "spec.defaults.resources"), options)
+    checked = parse_resources(resources, "spec.defaults.resources")
+    _within(limits, checked, options)
+    free = free_form_beyond(limits, rules[backend].free_form_settings(
+        rules[backend].parse_options(options, checked), ""))
+    if free:
+        raise SpecError(f"spec.defaults: {free}.")
     return Site(
         name=name,
         backend=backend,
@@ -209,9 +220,12 @@ def _count(value: object, where: str, minimum: int) -> int | None:
     return None if value is None else whole_number(value, where, minimum=minimum)
 
 
-def beyond(limits: Limits, resources: Resources, partition: object) -> str | None:
+def beyond(limits: Limits, resources: Resources, partition: object, *,
+           complete: bool = True) -> str | None:
     """The first limit ``resources`` (and a SLURM ``partition``) exceed, as ``field value is
-    beyond the limit``; None when all are within."""
+    beyond the limit``; None when all are within. With ``complete``, a time limit or memory
+    left out under a limit of it is beyond it too: the scheduler's default (a partition's
+    DefaultTime, a node's whole memory, no time limit at all) is not bounded by it."""
     checks = (("timeLimit", resources.time_limit_seconds, limits.time_limit_seconds,
                "maxTimeLimit"),
               ("cpus", resources.cpus, limits.cpus, "maxCpus"),
@@ -219,6 +233,10 @@ def beyond(limits: Limits, resources: Resources, partition: object) -> str | Non
               ("gpus", resources.gpus, limits.gpus, "maxGpus"),
               ("nodes", resources.nodes, limits.nodes, "maxNodes"))
     for name, value, limit, key in checks:
+        if complete and value is None and limit is not None and name in UNBOUNDED:
+            return (f"spec.resources.{name} is left out, so the scheduler's default applies, "
+                    f"which the BatchCluster's limits.{key} ({shown(limits.written.get(key))}) "
+                    "does not bound; set one")
         if value is not None and limit is not None and value > limit:
             return (f"spec.resources.{name} is beyond the BatchCluster's limits.{key} "
                     f"({shown(limits.written.get(key))})")
@@ -230,10 +248,26 @@ def beyond(limits: Limits, resources: Resources, partition: object) -> str | Non
     return None
 
 
+def free_form_beyond(limits: Limits, settings: Iterable[tuple[str, str]]) -> str | None:
+    """The first of a scheduler's free-form ``settings`` ((where, quantity), as
+    ``SchedulerRules.free_form_settings`` gives them) that sets a quantity ``limits`` cover,
+    as a sentence's start naming both; None when none does. Whatever its value: the limits are
+    checked on the fields that set a quantity alone."""
+    for where, quantity in settings:
+        key = COVERED[quantity]
+        if limits.written.get(key) is not None:
+            field_name = "spec.slurm.partition" if quantity == "partition" else (
+                f"spec.resources.{quantity}")
+            return (f"{where} sets the {quantity}, which the BatchCluster's limits.{key} "
+                    f"({shown(limits.written[key])}) covers: set it in {field_name}, where "
+                    "the limit is checked")
+    return None
+
+
 def _within(limits: Limits, resources: Resources, options: Mapping[str, Any]) -> None:
     """Refuse defaults beyond the limits (without a default partition a BatchJob may still
     name one)."""
     checked = limits if "partition" in options else replace(limits, partitions=None)
-    found = beyond(checked, resources, options.get("partition"))
+    found = beyond(checked, resources, options.get("partition"), complete=False)
     if found:
         raise SpecError(f"spec.defaults: {found.replace('spec.', 'the default ', 1)}.")

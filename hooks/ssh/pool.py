@@ -48,16 +48,18 @@ Address = tuple[str, int, tuple[str, ...]]
 
 def pool_key(target: Target, credentials: Credentials) -> str:
     """The key of a pooled connection and of the answers shared over it: host, port, the
-    host-key choice, the whole credential set and the route, each jump host's host, port,
-    host-key choice and credentials included."""
+    host-key choice, the whole credential set, the route, each jump host's host, port,
+    host-key choice and credentials included, and the BatchCluster the route comes from (two
+    with the same host and logins share no connection, whose ``cluster`` label and messages
+    name one of them)."""
     own = credentials.fingerprint(target.host, target.port,
                                   target.insecure_skip_host_key_check)
-    if not target.jump:
+    if not target.jump and not target.site:
         return own
     route = tuple(jump.credentials.fingerprint(jump.host, jump.port,
                                                jump.insecure_skip_host_key_check)
                   for jump in target.jump)
-    return hashlib.sha256(repr((own, *route)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((own, target.site, *route)).encode()).hexdigest()[:32]
 
 
 def route_keys(target: Target) -> tuple[str, ...]:

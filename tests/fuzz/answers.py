@@ -190,12 +190,20 @@ def check_answer(path: str, body: object, response: Any) -> None:
         check_sync(body, answer, where)
 
 
+CLUSTER_SCOPED = {("hpcbridge.io/v1alpha1", "batchclusters"), ("v1", "namespaces")}
+
+
 def check_customize(answer: Object, where: str) -> None:
     assert set(answer) == {"relatedResources"}, where
     for rule in answer["relatedResources"]:
-        assert set(rule) == {"apiVersion", "resource", "namespace", "names"}, where
-        assert rule["apiVersion"] == "v1" and rule["resource"] in ("secrets", "configmaps"), where
-        assert isinstance(rule["namespace"], str) and rule["namespace"], where
+        kind = (rule.get("apiVersion"), rule.get("resource"))
+        if kind in CLUSTER_SCOPED:  # the BatchCluster, the Namespace: by name only (v2)
+            assert set(rule) == {"apiVersion", "resource", "names"}, where
+            assert len(rule["names"]) == 1, where
+        else:
+            assert set(rule) == {"apiVersion", "resource", "namespace", "names"}, where
+            assert kind in (("v1", "secrets"), ("v1", "configmaps")), where
+            assert isinstance(rule["namespace"], str) and rule["namespace"], where
         names = rule["names"]
         assert names and all(isinstance(name, str) and name for name in names), where
 

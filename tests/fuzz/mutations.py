@@ -43,6 +43,12 @@ TEXT = ["", " ", "\x00", "a\x00b", "\r\n", "line\nbreak", "\t", "\x1b[31m", "\u2
         "slurm", "htcondor", "login.hpc.example.org", "127.0.0.1", "::1", "[::1]",
         "a" * 64 + ".example", "a..b"]
 
+SITE_TEXT = ["@cert-authority * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA==", "garbage line",
+             "host ssh-ed25519 !!!", "|1|x|y ssh-rsa AAAA", "@revoked", "host", "48", "lots",
+             "1Ti1", "-1h", "9" * 40 + "Ti", "NotIn", "Exists", "hpc.example.org/a", "a/b/c",
+             "-", "In"]
+"""Values of a BatchCluster's fields: known_hosts lines, quantities, selector words."""
+
 LONG = ["x" * 100_000, "#!/bin/sh\n" + "y" * 300_000, "\n" * 50_000]
 
 NUMBERS = [0, -1, 1, 2, 7, 65535, 65536, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1,
@@ -70,7 +76,7 @@ def json_values() -> st.SearchStrategy[Any]:
 def hostile() -> st.SearchStrategy[Any]:
     """A value to put where any field of a request goes."""
     return st.one_of(
-        st.sampled_from(NAMES + TEXT + NUMBERS + SECRET_DATA + RAW_TOKENS),
+        st.sampled_from(NAMES + TEXT + SITE_TEXT + NUMBERS + SECRET_DATA + RAW_TOKENS),
         st.sampled_from(LONG),
         st.text(max_size=30),
         st.integers(),
@@ -197,16 +203,56 @@ def on_htcondor(body: Object) -> None:
         status.update(backend="htcondor", jobIDs=["15.0", "15.1"], active=2)
 
 
+def on_batchcluster(body: Object) -> None:
+    """The same BatchJob on BatchCluster ``hpc-a`` (the same host, port and keys), handed
+    over with the BatchJob's Namespace, as hook version v2 does."""
+    parent = body.get("parent") or body["object"]
+    cluster = parent["spec"]["cluster"]
+    related = body.setdefault("related", {})
+    secrets = related.get("Secret.v1") or {}
+    known = next((base64.b64decode(s["data"]["known_hosts"]).decode() for s in secrets.values()
+                  if "known_hosts" in s.get("data", {})), "")
+    key = " ".join(known.split()[1:3])
+    site = {
+        "apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchCluster",
+        "metadata": {"name": "hpc-a"},
+        "spec": {"backend": parent["spec"]["backend"], "host": cluster["host"],
+                 "port": cluster["port"], "knownHosts": f"[{cluster['host']}]:{cluster['port']} "
+                                                        f"{key}\n",
+                 "workDir": "/scratch/hpcbridge",
+                 "jump": [{"host": "bastion.example.org", "port": 2222}],
+                 "namespaceSelector": {"matchLabels": {"hpc.example.org/a": "enabled"},
+                                       "matchExpressions": [{"key": "tier", "operator": "In",
+                                                             "values": ["batch"]}]},
+                 "defaults": {"resources": {"timeLimit": "1h", "memory": "2Gi"}},
+                 "limits": {"maxTimeLimit": "48h", "maxCpus": 64, "maxMemory": "1Ti",
+                            "maxGpus": 4}},
+    }
+    namespace = parent["metadata"].get("namespace", "research")
+    related["BatchCluster.hpcbridge.io/v1alpha1"] = {"hpc-a": site}
+    related["Namespace.v1"] = {namespace: {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {"hpc.example.org/a": "enabled",
+                                                   "tier": "batch"}}}}
+    parent["spec"]["cluster"] = {"name": "hpc-a", "secretRef": cluster["secretRef"]}
+    status = parent.get("status") or {}
+    if status.get("cluster"):
+        status["cluster"].update(name="hpc-a", knownHosts=site["spec"]["knownHosts"])
+
+
 @st.composite
 def base_requests(draw: st.DrawFn) -> Request:
-    """A saved request as it is, or logging in with a password, or on HTCondor, or just
-    deleted; and the hook it goes to (mostly its own)."""
+    """A saved request as it is, or logging in with a password, or on HTCondor, or on a
+    BatchCluster, or just deleted; and the hook it goes to (mostly its own)."""
     name = draw(st.sampled_from(saved_names()))
     body = saved_request(name)
     made = [f"{name}.json"]
     if draw(st.integers(0, 3)) == 0:
         on_htcondor(body)
         made.append("on htcondor")
+    if draw(st.integers(0, 2)) == 0:
+        on_batchcluster(body)
+        made.append("on batchcluster hpc-a")
     login = draw(st.sampled_from(["key", "password", "password-insecure"]))
     if login != "key":
         with_password(body, insecure=login == "password-insecure")
@@ -227,9 +273,13 @@ def mutated_requests(draw: st.DrawFn, max_mutations: int = 3) -> Request:
     return request
 
 
-def edited(name: str, *edits: tuple[Path, Any], password: bool = False) -> Object:
-    """A saved request with fields set (``DROP`` removes one): the regression cases."""
+def edited(name: str, *edits: tuple[Path, Any], password: bool = False,
+           site: bool = False) -> Object:
+    """A saved request (on BatchCluster hpc-a with ``site``) with fields set (``DROP`` removes
+    one): the regression cases."""
     body = copy.deepcopy(saved_request(name))
+    if site:
+        on_batchcluster(body)
     if password:
         with_password(body, insecure=False)
     for path, value in edits:

@@ -46,6 +46,9 @@ NO_FOLLOW = ((*SPEC, "logs", "follow"), False)
 """With a log Pod that does not follow, a sync declares the observed one again as it was."""
 DEEP = "@raw:deep-1000@"
 SECRET_DATA = ("related", "Secret.v1", "hpc-login", "data")
+SITE = ("related", "BatchCluster.hpcbridge.io/v1alpha1", "hpc-a")
+SITE_SPEC = (*SITE, "spec")
+NAMESPACE_LABELS = ("related", "Namespace.v1", "research", "metadata", "labels")
 
 
 def pod_applied(**fields: Any) -> str:
@@ -122,8 +125,63 @@ REGRESSIONS = {
     "uid-precious": ("/finalize", edited(
         "finalize", ((*META, "uid"), "precious"), ((*META, "deletionTimestamp"), DROP),
         password=True)),
+    # A Namespace label that is no string, matched against the BatchCluster's selector.
+    "namespace-label-an-object": ("/sync", edited(
+        "sync-first", ((*NAMESPACE_LABELS, "tier"), {"a": 1}), site=True)),
+    "namespace-label-a-list": ("/sync", edited(
+        "sync-running", ((*NAMESPACE_LABELS, "hpc.example.org/a"), ["enabled"]), site=True)),
 }
 """Requests that once got a 500, a traceback, or an answer the API server would reject."""
+
+HOSTILE_SITES = {
+    "selector-garbage": ("namespaceSelector", {"matchExpressions": [{"key": "a/b/c",
+                                                                     "operator": "Near"}]}),
+    "selector-a-list": ("namespaceSelector", [{"matchLabels": {}}]),
+    "selector-values-objects": ("namespaceSelector", {"matchExpressions": [
+        {"key": "tier", "operator": "In", "values": [{"a": 1}]}]}),
+    "selector-label-not-a-value": ("namespaceSelector", {"matchLabels": {"tier": "a b"}}),
+    "limits-not-quantities": ("limits", {"maxMemory": "lots", "maxTimeLimit": 48}),
+    "limits-huge": ("limits", {"maxCpus": 10**30, "maxMemory": "9" * 40 + "Ti",
+                               "maxTimeLimit": "9" * 30 + "d"}),
+    "limits-negative": ("limits", {"maxGpus": -1, "maxNodes": 0.5}),
+    "limits-unknown": ("limits", {"maxDisk": "1Ti"}),
+    "partitions-objects": ("limits", {"partitions": [{"name": "batch"}]}),
+    "known-hosts-garbage": ("knownHosts", "garbage line\nhost ssh-ed25519 !!!\n"),
+    "known-hosts-cert-authority": ("knownHosts",
+                                   "@cert-authority * ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA==\n"),
+    "known-hosts-huge": ("knownHosts", "x" * 100_000),
+    "known-hosts-a-list": ("knownHosts", ["a", "b"]),
+    "defaults-wrong-types": ("defaults", {"resources": [], "slurm": "batch"}),
+    "defaults-beyond-limits": ("defaults", {"resources": {"cpus": 10**6}}),
+    "jump-huge": ("jump", [{"host": "h", "port": 2**64}] * 50),
+    "work-dir-relative": ("workDir", "../../etc"),
+    "host-a-number": ("host", 22),
+    "backend-unknown": ("backend", "pbs"),
+}
+"""BatchClusters no API server would store with the CRD's rules: each gets a clear answer."""
+
+
+@pytest.mark.parametrize("endpoint", ["/sync", "/finalize", "/customize"])
+@pytest.mark.parametrize(("field", "value"), HOSTILE_SITES.values(), ids=HOSTILE_SITES.keys())
+def test_hostile_batchclusters(hooks: Hooks, endpoint: str, field: str, value: Any) -> None:
+    name = {"/sync": "sync-first", "/finalize": "finalize", "/customize": "customize"}[endpoint]
+    answer = hooks.post(endpoint, edited(name, ((*SITE_SPEC, field), value), site=True))
+    assert answer.status_code == 200
+    if endpoint == "/sync":  # waits, naming the field, for its platform team to fix it
+        status = answer.json()["status"]
+        assert (status["phase"], status["reason"]) == ("Pending", "InvalidBatchCluster"), status
+        assert "BatchCluster hpc-a is invalid: spec." in status["message"]
+
+
+@pytest.mark.parametrize("name", ["a/b", "../x", "", "hpc-a\n", "x" * 254, "HPC-A"])
+def test_a_batchcluster_named_with_a_slash_or_worse(hooks: Hooks, name: str) -> None:
+    """Named so by the BatchJob, by the object handed over, and as its key."""
+    for edits in ([((*SPEC, "cluster", "name"), name)],
+                  [((*SITE, "metadata", "name"), name)],
+                  [(("related", "BatchCluster.hpcbridge.io/v1alpha1"), {name: {}})]):
+        for endpoint, saved in (("/sync", "sync-first"), ("/customize", "customize")):
+            assert hooks.post(endpoint, edited(saved, *edits, site=True)).status_code in (200,
+                                                                                         400)
 
 
 @pytest.mark.parametrize(("endpoint", "body"), REGRESSIONS.values(), ids=REGRESSIONS.keys())

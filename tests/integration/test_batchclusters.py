@@ -216,6 +216,33 @@ def test_a_wrong_known_hosts_fails_closed_before_any_credential_is_sent(
     driver.finalize(NAMESPACE, name)
 
 
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        pytest.param({"slurm": {"extraArgs": ["--partition=debug"]}},
+                     "spec.slurm.extraArgs '--partition=debug'", id="extra-args-partition"),
+        pytest.param({"script": "#!/bin/sh\n#SBATCH --time=3:00:00\necho late\n"},
+                     "spec.script line 2", id="directive-time"),
+    ],
+)
+def test_free_form_options_cannot_reach_around_the_limits(
+        driver: Driver, slurm: Cluster, bastion: Bastion, name: str, spec: dict[str, Any],
+        words: str) -> None:
+    """Both would reach sbatch after the options hpcbridge writes, and win over them."""
+    prepare(driver, slurm, bastion, name, defaults={
+        "resources": {"timeLimit": "7m", "memory": "100Mi", "cpus": 1},
+        "slurm": {"partition": "debug"}},
+        limits={"maxCpus": 2, "maxTimeLimit": "1h", "partitions": ["debug"]})
+    created = driver.create(named(name, **spec))
+    for _ in range(2):
+        status = driver.sync(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert words in status["message"] and "BatchCluster's limits." in status["message"], status
+    assert submitted(slurm, created) == []
+    assert not slurm.remote_root(created).exists()
+    driver.finalize(NAMESPACE, name)
+
+
 def test_deleting_the_batchcluster_strands_no_running_job(
         driver: Driver, slurm: Cluster, bastion: Bastion, name: str) -> None:
     prepare(driver, slurm, bastion, name)

@@ -3,12 +3,26 @@ the Deployment's settings, the restricted Pod Security Standard, one replica dow
 
 from __future__ import annotations
 
+import copy
+import re
+from pathlib import Path
+
 import pytest
 
-from tests.static.install import HOOKS, INSTALLS, LABELS, NAMESPACE, POD_SPEC, render_install
+from tests.static.install import (
+    HOOKS,
+    INSTALLS,
+    LABELS,
+    NAMESPACE,
+    POD_SPEC,
+    copy_install_dirs,
+    operations_section,
+    render_install,
+)
 from tests.static.kube import REPO, Object, Render, field, select
 
 IMAGE = "hpcbridge:0.1.0"
+DEPLOYMENT = {"kind": "Deployment", "name": "hpcbridge-hooks"}
 
 
 SPREAD = {
@@ -34,6 +48,8 @@ DEPLOYMENT_SETTINGS = [
         id="token-file",
     ),
     pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_METRICS_PORT].value", "9090", id="metrics-port"),
+    pytest.param(f"{HOOKS}.env.[name=HPCBRIDGE_DIRECT_CLUSTERS].value", "false",
+                 id="named-clusters-only"),
     pytest.param(
         f"{HOOKS}.ports",
         [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
@@ -208,3 +224,23 @@ def test_disruptions_take_one_replica_at_a_time(install: str, render: Render) ->
         "selector": {"matchLabels": LABELS},
     }
     assert deployment["spec"]["replicas"] > budget["spec"]["maxUnavailable"]
+
+
+def test_documented_patch_lets_batchjobs_name_hosts(tmp_path: Path, render: Render) -> None:
+    """docs/operations.md's patch for an install whose BatchJobs name hosts sets
+    HPCBRIDGE_DIRECT_CLUSTERS to true in the hook container, and changes nothing else."""
+    (patch,) = re.findall(r"```yaml\n(.*?)```", operations_section("BatchJobs that name a host"),
+                          re.DOTALL)
+    workdir = copy_install_dirs(tmp_path)
+    with (workdir / "deploy/kustomization.yaml").open("a") as kustomization:
+        kustomization.write(patch)
+    after = copy.deepcopy(select(render(workdir / "deploy"), DEPLOYMENT))
+    before = copy.deepcopy(select(render_install("deploy", render), DEPLOYMENT))
+    envs = []
+    for deployment in (before, after):
+        (hooks,) = [c for c in field(deployment, f"{POD_SPEC}.containers")
+                    if c["name"] == "hooks"]
+        envs.append({entry["name"]: entry for entry in hooks.pop("env")})
+    envs[0]["HPCBRIDGE_DIRECT_CLUSTERS"] = {"name": "HPCBRIDGE_DIRECT_CLUSTERS", "value": "true"}
+    assert envs[1] == envs[0]
+    assert after == before

@@ -13,15 +13,15 @@ from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnsw
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
 from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv
-from hooks.schedulers.slurm.remote import submit_outcome
-from hooks.schedulers.slurm.rules import (
+from hooks.schedulers.slurm.options import (
     SBATCH_LONG_WITH_VALUE,
     SBATCH_LONG_WITHOUT_VALUE,
     SBATCH_SHORT_FLAGS,
     SBATCH_SHORT_OPTIONAL_VALUE,
     SBATCH_SHORT_WITH_VALUE,
-    missing_value,
 )
+from hooks.schedulers.slurm.remote import submit_outcome
+from hooks.schedulers.slurm.rules import missing_value
 from hooks.ssh.client import Completed
 from tests.unit.conftest import (
     UID,

@@ -106,6 +106,9 @@ class Toy:
     def writes_file(self, name: str) -> bool:
         return name == "toy.card"
 
+    def free_form_settings(self, options: ToyOptions, script: str) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def check_script(self, script: str) -> None:
         if "#TOY" in script:
             raise SpecError("spec.script may not hold #TOY lines: the toy scheduler owns them.")

@@ -12,7 +12,7 @@ either: ``+Attr = value`` and ``MY.Attr = value`` are applied after every comman
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,24 @@ OWNED_COMMANDS: tuple[SubmitCommand, ...] = (
 """The submit commands hpcbridge owns. ``periodic_remove`` itself is the exception: written
 so, the user's expression is kept and combined with the time limit (see ``description``)."""
 
+LIMITED_COMMANDS: tuple[tuple[SubmitCommand, tuple[str, ...]], ...] = (
+    # Each by its names and its attribute as OWNED_COMMANDS (same sources), with the quantities
+    # of hooks.core.scheduler.LIMITED it sets. The time limit is hpcbridge's periodic_remove of
+    # a proc's current run (a periodic_remove of the user's is kept beside it and can only
+    # remove sooner), so what sets it is what starts a proc's run again: a release, a re-run on
+    # exit, a retry, a checkpoint's restart.
+    (SubmitCommand(("request_cpus", "RequestCpus"), "RequestCpus"), ("cpus",)),
+    (SubmitCommand(("request_memory", "RequestMemory"), "RequestMemory"), ("memory",)),
+    (SubmitCommand(("request_gpus", "RequestGPUs"), "RequestGPUs"), ("gpus",)),
+    (SubmitCommand(("periodic_release", "PeriodicRelease"), "PeriodicRelease"), ("timeLimit",)),
+    (SubmitCommand(("on_exit_remove", "OnExitRemove"), "OnExitRemove"), ("timeLimit",)),
+    (SubmitCommand(("max_retries",), "JobMaxRetries"), ("timeLimit",)),
+    (SubmitCommand(("retry_until",), "OnExitRemove"), ("timeLimit",)),
+    (SubmitCommand(("checkpoint_exit_code",), "CheckpointExitCode"), ("timeLimit",)),
+    (SubmitCommand(("JobCurrentStartDate",), "JobCurrentStartDate"), ("timeLimit",)),
+)
+"""The submit commands that set what a BatchCluster may limit."""
+
 KEY_ATTRIBUTE = "HpcbridgeKey"
 """The job attribute naming the attempt (``+HpcbridgeKey = "<uid>-<attempt>"``)."""
 USER_PERIODIC_REMOVE = "HpcbridgePeriodicRemove"
@@ -98,6 +116,12 @@ def _reserved() -> dict[str, str]:
 
 
 RESERVED: Mapping[str, str] = _reserved()
+LIMITED: Mapping[str, tuple[str, ...]] = {
+    key.lower(): quantities
+    for command, quantities in LIMITED_COMMANDS
+    for key in (*command.names, command.attribute, f"my.{command.attribute}")
+}
+"""The quantities each key sets (lower case, ``+Attr`` read as ``my.attr``)."""
 RESERVED_KEYS = frozenset(RESERVED)
 """Every key ``submitOptions`` may not use, in lower case: matching is case-insensitive, as
 condor_submit's is."""
@@ -136,6 +160,13 @@ class HTCondorRules:
 
     def check_script(self, script: str) -> None:
         """condor_submit reads the description, never the script: nothing in it is refused."""
+
+    def free_form_settings(self, options: HTCondorOptions, script: str
+                           ) -> Iterator[tuple[str, str]]:
+        """The limited quantities ``spec.htcondor.submitOptions`` set; the script sets none."""
+        for key, _ in options.submit_options:
+            for quantity in LIMITED.get(_command_of(key), ()):
+                yield f"{FIELD}[{shown(key)}]", quantity
 
     def expected_tasks(self, options: HTCondorOptions, job_id: str) -> tuple[str, ...]:
         return tuple(f"{job_id}.{proc}" for proc in range(options.queue))

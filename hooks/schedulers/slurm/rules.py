@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,14 @@ from hooks.core.model import Resources
 from hooks.core.text import has_control, shown
 from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.directives import directives
+from hooks.schedulers.slurm.limited import free_form_settings
+from hooks.schedulers.slurm.options import (
+    SBATCH_LONG_WITH_VALUE,
+    SBATCH_LONG_WITHOUT_VALUE,
+    SBATCH_SHORT_FLAGS,
+    SBATCH_SHORT_OPTIONAL_VALUE,
+    SBATCH_SHORT_WITH_VALUE,
+)
 
 RESERVED_LONG = (
     "job-name", "output", "error", "array", "parsable", "comment", "chdir", "wrap",
@@ -22,40 +30,6 @@ NOT_A_SUBMISSION_SHORT = frozenset("WhV")
 """Options that make sbatch do something else than submit and return: wait for the job's end
 (``--wait``/``-W``, which held the submission until then), only test it (``--test-only``) or
 print and exit (``--help``/``-h``, ``--usage``, ``--version``/``-V``)."""
-
-# Which of sbatch's options take a value, from sbatch(1) of Slurm 22.05.8 (the test cluster's)
-# and of every later release up to 25.11: its OPTIONS list each as "--name=<value>" (a value is
-# required), "--name[=value]" (optional, only ever attached) or "--name" (none). An option in
-# the first form in any of them is in SBATCH_LONG_WITH_VALUE.
-SBATCH_LONG_WITH_VALUE = frozenset({
-    "account", "acctg-freq", "array", "batch", "bb", "bbf", "begin", "chdir",
-    "cluster-constraint", "clusters", "comment", "constraint", "container", "container-id",
-    "core-spec", "cores-per-socket", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline",
-    "delay-boot", "dependency", "distribution", "error", "exclude", "export", "export-file",
-    "extra", "extra-node-info", "gid", "gpu-bind", "gpu-freq", "gpus", "gpus-per-node",
-    "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "hint", "input", "job-name",
-    "kill-on-invalid-dep", "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind",
-    "mem-per-cpu", "mem-per-gpu", "mem-update", "mincpus", "network", "nodefile", "nodelist",
-    "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-node",
-    "ntasks-per-socket", "open-mode", "output", "partition", "power", "prefer", "priority",
-    "profile", "qos", "reservation", "resources", "runtime", "segment", "signal",
-    "sockets-per-node", "switches", "thread-spec", "threads-per-core", "time", "time-min", "tmp",
-    "tres-bind", "tres-per-task", "uid", "wait-all-nodes", "wckey", "wrap",
-})
-SBATCH_LONG_WITHOUT_VALUE = frozenset({
-    "consolidate-segments", "contiguous", "exclusive", "get-user-env", "help", "hold",
-    "ignore-pbs", "nice", "no-kill", "no-requeue", "oom-kill-step", "overcommit",
-    "oversubscribe", "parsable", "propagate", "quiet", "reboot", "requeue", "resv-ports",
-    "spread-job", "spread-segments", "stepmgr", "test-only", "usage", "use-min-nodes",
-    "verbose", "version", "wait",
-})
-"""Options that take no value, or only an attached one (``--exclusive[=user]``)."""
-SBATCH_SHORT_WITH_VALUE = frozenset("ABCDFGJLMNSabcdeimnopqtwx")
-SBATCH_SHORT_OPTIONAL_VALUE = frozenset("k")
-"""``-k``/``--no-kill[=off]``: the rest of its element, if any, is its value (``-koff``)."""
-SBATCH_SHORT_FLAGS = frozenset("HOQVWhsv")
-"""sbatch's short options that take no value: others may be bundled after them (``-vJx``)."""
-
 
 @dataclass(frozen=True, slots=True)
 class SlurmOptions:
@@ -112,6 +86,12 @@ class SlurmRules:
             for option in filter(None, map(reserved_option, args)):
                 raise SpecError(f"spec.script line {number} ({shown(text)}) sets {option}, "
                                 f"{refusal(option)}; remove it.")
+
+    def free_form_settings(self, options: SlurmOptions, script: str
+                           ) -> Iterator[tuple[str, str]]:
+        """The limited quantities ``spec.slurm.extraArgs`` and ``#SBATCH`` directives set
+        (``hooks.schedulers.slurm.limited``)."""
+        return free_form_settings(options.extra_args, script)
 
     def expected_tasks(self, options: SlurmOptions, job_id: str) -> tuple[str, ...]:
         if options.array_tasks:
