@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from tests.static.kube import REPO, Object, load_all, to_openapi
+from tests.static.admission import batchjob_crd, crd_schema
+from tests.static.kube import REPO, Object, to_openapi
 
 DOCUMENT = REPO / "docs/hooks-openapi.yaml"
-CRD = REPO / "crds/batchjob.yaml"
 SCHEMAS = {"BatchJobSpec": "spec", "BatchJobStatus": "status"}
 """The document's schemas generated from the CRD, by the CRD field each is."""
 INDENT = " " * 4
@@ -33,8 +33,7 @@ class BlockDumper(yaml.SafeDumper):
 
 
 def batchjob_schemas() -> Object:
-    (crd,) = load_all(CRD)
-    root: Object = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    root = crd_schema(batchjob_crd())
     return {name: to_openapi(root["properties"][field]) for name, field in SCHEMAS.items()}
 
 
