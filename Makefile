@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 VERSION = $(shell $(PYTHON) -c 'import hooks; print(hooks.__version__)')
 IMAGE ?= hpcbridge:$(VERSION)
 
-.PHONY: run test lint unit demo bench bench-follow bench-slow bench-data lock image clean
+.PHONY: run test lint unit openapi demo bench bench-follow bench-slow bench-data lock image clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -32,6 +32,10 @@ lint: $(VENV)/.dev
 unit: $(VENV)/.dev
 	$(VENV)/bin/pytest -q tests/unit tests/static
 	$(VENV)/bin/pytest -q --doctest-modules hooks/core hooks/schedulers
+
+# docs/hooks-openapi.yaml's BatchJobSpec and BatchJobStatus, written from crds/batchjob.yaml.
+openapi: $(VENV)/.dev
+	$(VENV)/bin/python -m tests.static.openapi
 
 demo: $(VENV)/.dev
 	@bash tests/demo.sh

@@ -35,7 +35,8 @@ from hooks.core.effects import (
     Track,
     Trouble,
 )
-from hooks.core.model import Reason, SchedulerError
+from hooks.core.model import SchedulerError
+from hooks.core.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
 from hooks.schedulers.base import Scheduler, TransportError

@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.model import Outcome, Phase, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.usage import Usage, summed
 
 NOT_VISIBLE_GRACE_SECONDS = 60

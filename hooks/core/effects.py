@@ -16,7 +16,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from hooks.core.model import JobRef, JobRequest, Reason, SubmitOutcome, TaskState
+from hooks.core.model import JobRef, JobRequest, SubmitOutcome, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.secret import Credentials
 from hooks.core.spec import Placement
 from hooks.core.status import Status

@@ -24,7 +24,8 @@ from hooks.core.effects import (
     Trouble,
 )
 from hooks.core.lifecycle import NOT_SENT, Due, Plan
-from hooks.core.model import Reason, attempt_key, job_root
+from hooks.core.model import attempt_key, job_root
+from hooks.core.reasons import Reason
 from hooks.core.request import Call
 from hooks.core.rounds import attempt_placement, credentials
 from hooks.core.status import Status

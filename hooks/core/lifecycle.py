@@ -13,14 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.aggregate import Summary
-from hooks.core.model import (
-    INFRASTRUCTURE_REASONS,
-    TERMINAL_PHASES,
-    ClusterRef,
-    JobRef,
-    Phase,
-    Reason,
-)
+from hooks.core.model import TERMINAL_PHASES, ClusterRef, JobRef, Phase
+from hooks.core.reasons import INFRASTRUCTURE_REASONS, Reason
 from hooks.core.status import Status
 
 WAITING_FOR_SITE = frozenset({Reason.BATCH_CLUSTER_NOT_FOUND, Reason.INVALID_BATCH_CLUSTER,

@@ -15,7 +15,8 @@ from typing import Any
 
 from hooks.core.fields import SpecError
 from hooks.core.layout import relative_path, reserved_file
-from hooks.core.model import EnvVar, Input, InputFile, ObjectKey, Reason, Spec
+from hooks.core.model import EnvVar, Input, InputFile, ObjectKey, Spec
+from hooks.core.reasons import Reason
 from hooks.core.text import shown
 
 MAX_PAYLOAD = 4 * 1024 * 1024

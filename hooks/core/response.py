@@ -10,7 +10,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from hooks.core.model import CONNECTION_REASONS, Phase, Reason
+from hooks.core.model import Phase
+from hooks.core.reasons import CONNECTION_REASONS, Reason
 from hooks.core.status import Status, condition
 
 MIN_POLL, MAX_POLL = 2.0, 30.0

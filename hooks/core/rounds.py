@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from hooks.core import answer, lifecycle
 from hooks.core.effects import Access, Action, Answer, Effect, Trouble
 from hooks.core.lifecycle import Plan
-from hooks.core.model import ClusterRef, Reason
+from hooks.core.model import ClusterRef
+from hooks.core.reasons import Reason
 from hooks.core.request import Call
 from hooks.core.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec import Placement

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from hooks.core.layout import DNS_SUBDOMAIN
-from hooks.core.model import Reason
+from hooks.core.reasons import Reason
 from hooks.core.scheduler import Rules
 from hooks.core.sites import Site, SiteError, beyond, free_form_beyond, parse_site
 from hooks.core.spec import ParsedSpec, Placement, digest, parse

@@ -6,34 +6,26 @@ the attempt goes (backend and cluster, which an edit that breaks another rule le
 an attempt already submitted), the frozen ``Spec`` when every rule holds, or one sentence that
 names the field and the expected form. A scheduler's own block (``spec.slurm``,
 ``spec.htcondor``) is validated by that scheduler's rules, which come in as an argument; the
-field readers are ``hooks.core.fields``, the route and file-name rules ``hooks.core.layout``.
+field readers are ``hooks.core.fields``, the route and file-name rules ``hooks.core.layout``,
+the env and the Secret and ConfigMap inputs ``hooks.core.env_inputs``, the S3 and claim data
+``hooks.core.data``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
-from typing import Any
 
 from hooks.core import data, units
+from hooks.core.env_inputs import parse_env, parse_inputs
 from hooks.core.fields import INT64, SpecError, flag, mapping, optional_number, whole_number
-from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref, relative_path, reserved_file
-from hooks.core.model import ClusterRef, EnvVar, Input, ObjectKey, Reason, Resources, Spec
+from hooks.core.layout import cluster_ref
+from hooks.core.model import ClusterRef, Resources, Spec
+from hooks.core.reasons import Reason
 from hooks.core.scheduler import Rules
 from hooks.core.text import shown
 
 MAX_SCRIPT_BYTES = 256 * 1024
-MAX_ENV = 128
-MAX_INPUTS = 32
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-READ_ONLY_NAMES = frozenset({"UID", "EUID", "PPID", "SHELLOPTS", "BASHOPTS", "BASH_VERSINFO"})
-"""Variables bash refuses to be given: where ``/bin/sh`` is bash, setting one would stop the
-job before its script (``hooks.schedulers.files.WRAPPER``)."""
-Files = dict[str, str]
-CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
-"""The form of a key of a Secret's or ConfigMap's data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +96,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     deadline = spec.get("activeDeadlineSeconds")
     script = _script(spec.get("script"))
     rules[backend].check_script(script)
-    store, (inputs, files) = data.storage(spec.get("storage")), _inputs(
+    store, (inputs, files) = data.storage(spec.get("storage")), parse_inputs(
         spec.get("inputs"), rules[backend].writes_file)
     fetched = data.data_inputs(spec.get("inputs"), store)
     data.check_targets(fetched, files, rules[backend].writes_file)
@@ -117,7 +109,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         logs_pod=flag(logs.get("pod", True), "spec.logs.pod"),
         logs_follow=flag(logs.get("follow", False), "spec.logs.follow"),
         backoff_limit=whole_number(spec.get("backoffLimit", 0), "spec.backoffLimit", minimum=0),
-        env=_env(spec.get("env")),
+        env=parse_env(spec.get("env")),
         inputs=inputs,
         storage=store,
         data_inputs=fetched,
@@ -156,118 +148,6 @@ def essence(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(essence(v) for v in value)
     return value
-
-
-def _env(raw: object) -> tuple[EnvVar, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or len(raw) > MAX_ENV:
-        raise SpecError(f"spec.env must be a list of at most {MAX_ENV} variables.")
-    found: list[EnvVar] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
-        where = f"spec.env[{i}]"
-        entry = mapping(item, where)
-        name = entry.get("name")
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name) or len(name) > 253:
-            raise SpecError(f"{where}.name must be a variable name (letters, digits and _, not "
-                            f"starting with a digit), not {shown(name)}.")
-        if name in READ_ONLY_NAMES:
-            raise SpecError(f"{where}.name: {name} is read-only in bash, which runs the job's "
-                            "environment on many clusters; choose another name.")
-        if name in seen:
-            raise SpecError(f"{where}.name: {name} is set twice in spec.env.")
-        seen.add(name)
-        value, value_from = entry.get("value"), entry.get("valueFrom")
-        if (value is None) == (value_from is None):
-            raise SpecError(f"{where} ({name}) must have either value or valueFrom.")
-        if value is not None:
-            if not isinstance(value, str) or "\0" in value:
-                raise SpecError(f"{where}.value ({name}) must be a string without NUL "
-                                "characters.")
-            found.append(EnvVar(name, value))
-        else:
-            found.append(EnvVar(name, source=_key_ref(mapping(value_from, f"{where}.valueFrom"),
-                                                      f"{where}.valueFrom")))
-    return tuple(found)
-
-
-def _key_ref(raw: Mapping[str, Any], where: str) -> ObjectKey:
-    refs = [(kind, field) for kind, field in (("Secret", "secretKeyRef"),
-                                              ("ConfigMap", "configMapKeyRef"))
-            if raw.get(field) is not None]
-    if len(refs) != 1:
-        raise SpecError(f"{where} must have exactly one of secretKeyRef and configMapKeyRef.")
-    kind, field = refs[0]
-    ref = mapping(raw[field], f"{where}.{field}")
-    name, key = ref.get("name"), ref.get("key")
-    if not isinstance(name, str) or not DNS_SUBDOMAIN.fullmatch(name):
-        raise SpecError(f"{where}.{field}.name must name a {kind} in this namespace.")
-    if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
-        raise SpecError(f"{where}.{field}.key must be a key of the {kind}'s data.")
-    return ObjectKey(kind, name, key, flag(ref.get("optional", False), f"{where}.{field}.optional"))
-
-
-def _inputs(raw: object, writes_file: Callable[[str], bool]) -> tuple[tuple[Input, ...], Files]:
-    """The ConfigMap and Secret entries of ``spec.inputs``, and the files (or directories) they
-    write, by the field that names each."""
-    if raw is None:
-        return (), {}
-    if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
-        raise SpecError(f"spec.inputs must be a list of at most {MAX_INPUTS} entries.")
-    found: list[Input] = []
-    files: dict[str, str] = {}
-    folders: dict[str, str] = {}
-    for i, item in enumerate(raw):
-        where = f"spec.inputs[{i}]"
-        entry = mapping(item, where)
-        if data.is_data_input(entry):
-            continue
-        sources = [(kind, field) for kind, field in (("ConfigMap", "configMap"),
-                                                     ("Secret", "secret"))
-                   if entry.get(field) is not None]
-        if len(sources) != 1:
-            raise SpecError(f"{where} needs one of configMap, secret, s3, persistentVolumeClaim.")
-        kind, field = sources[0]
-        ref = mapping(entry[field], f"{where}.{field}")
-        name = ref.get("name")
-        if not isinstance(name, str) or not DNS_SUBDOMAIN.fullmatch(name):
-            raise SpecError(f"{where}.{field}.name must name a {kind} in this namespace.")
-        path = entry.get("path")
-        folder = "" if path is None else relative_path(path, f"{where}.path")
-        items = _items(entry.get("items"), f"{where}.items")
-        for _, file in items:
-            target = f"{folder}/{file}" if folder else file
-            if reserved_file(target, writes_file):
-                raise SpecError(f"{where}.items: {shown(target)} is a name the hooks use in "
-                                "the job's directory; choose another path.")
-            if target in files:
-                raise SpecError(f"{where}.items: {shown(target)} is written by "
-                                f"{files[target]} too.")
-            files[target] = where
-        if folder and reserved_file(folder, writes_file):
-            raise SpecError(f"{where}.path: {shown(folder)} is a name the hooks use in the "
-                            "job's directory; choose another path.")
-        if folder and not items:
-            folders[folder] = where
-        found.append(Input(kind, name, folder, items,
-                           flag(ref.get("optional", False), f"{where}.{field}.optional")))
-    return tuple(found), {**folders, **files}
-
-
-def _items(raw: object, where: str) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not raw:
-        raise SpecError(f"{where} must be a non-empty list of {{key, path}}.")
-    items = []
-    for i, item in enumerate(raw):
-        entry = mapping(item, f"{where}[{i}]")
-        key = entry.get("key")
-        if not isinstance(key, str) or not CONFIG_KEY.fullmatch(key):
-            raise SpecError(f"{where}[{i}].key must be a key of the object's data.")
-        items.append((key, relative_path(entry.get("path"), f"{where}[{i}].path")))
-    return tuple(items)
 
 
 def _script(script: object) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 from hooks.core import stored, transfers, usage
 from hooks.core.fields import SpecError
 from hooks.core.layout import DNS_SUBDOMAIN, cluster_ref
-from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase, Reason
+from hooks.core.model import DEFAULT_WORK_DIR, TERMINAL_PHASES, ClusterRef, Phase
+from hooks.core.reasons import Reason
 from hooks.core.scheduler import Rules
 from hooks.core.text import readable
 from hooks.core.usage import Usage

@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from hooks.core import lifecycle
 from hooks.core.effects import Effects, Hold, Release, Trouble
-from hooks.core.model import Phase, Reason
+from hooks.core.model import Phase
+from hooks.core.reasons import Reason
 from hooks.core.rounds import Round
 from hooks.core.status import Status
 

@@ -33,7 +33,6 @@ from hooks.core.lifecycle import Due, Plan
 from hooks.core.model import (
     JobRef,
     JobRequest,
-    Reason,
     Resources,
     Spec,
     SubmitAnswer,
@@ -42,6 +41,7 @@ from hooks.core.model import (
     attempt_dir,
     attempt_key,
 )
+from hooks.core.reasons import Reason
 from hooks.core.request import Call
 from hooks.core.rounds import Round, attempt_placement, credentials, generation
 from hooks.core.spec import Placement, digest

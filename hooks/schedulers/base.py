@@ -35,7 +35,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from hooks.core.effects import Access, Trouble
-from hooks.core.model import ClusterRef, JobRef, JobRequest, Reason, SubmitOutcome, TaskState
+from hooks.core.model import ClusterRef, JobRef, JobRequest, SubmitOutcome, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.scheduler import SchedulerRules
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from hooks.core.effects import Access, Trouble
-from hooks.core.model import ClusterRef, Reason
+from hooks.core.model import ClusterRef
+from hooks.core.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.schedulers import guard

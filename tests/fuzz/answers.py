@@ -3,7 +3,7 @@ each answer it gets and counts them.
 
 A hook answers 200 or a JSON 400 ``{error, message}``, never 500; no answer carries a traceback
 or a value of the request's Secrets; a 200 sync or finalize answer carries a status that the
-BatchJob CRD accepts (crds/batchjob.yaml, formats included, as the API server checks them) and
+BatchJob CRD accepts (``tests.fuzz.crd_status``: formats included, as the API server checks) and
 children that are Pods. The server logs no traceback while answering.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import datetime
 import functools
 import json
 import re
@@ -21,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import requests
-import yaml
 
 from tests.driver import REPO, free_port
-from tests.static.kube import to_jsonschema
+from tests.fuzz.crd_status import status_violations
 
 SAVED = REPO / "examples/requests"
 ANSWER_KEYS = {"status", "resyncAfterSeconds", "finalized"}
@@ -91,50 +88,6 @@ def saved_request(name: str, port: int = CLOSED_PORT) -> Object:
 def endpoint_of(name: str) -> str:
     """The hook a saved request is sent to."""
     return {"customize": "/customize", "finalize": "/finalize"}.get(name, "/sync")
-
-
-# --- the CRD's status schema --------------------------------------------------------------
-
-
-@functools.cache
-def crd_schema() -> Object:
-    crd = yaml.safe_load((REPO / "crds/batchjob.yaml").read_text())
-    schema: Object = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return schema
-
-
-DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:?\d{2})?$")
-FORMATS = jsonschema.FormatChecker(formats=())
-
-
-@FORMATS.checks("date-time")
-def is_date_time(value: object) -> bool:
-    """The API server's date-time: RFC 3339, and the few variants it also accepts."""
-    if not isinstance(value, str):
-        return True
-    if not DATE_TIME.match(value):
-        return False
-    try:
-        datetime.datetime.fromisoformat(value[:19])
-    except ValueError:
-        return False
-    return True
-
-
-@FORMATS.checks("int64")
-def is_int64(value: object) -> bool:
-    return not isinstance(value, int) or -(2**63) <= value < 2**63
-
-
-@functools.cache
-def status_validator() -> jsonschema.Draft202012Validator:
-    schema = to_jsonschema(crd_schema()["properties"]["status"])
-    return jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
-
-
-def status_violations(status: object) -> list[str]:
-    return sorted(f"status.{'.'.join(map(str, error.absolute_path))}: {error.message[:200]}"
-                  for error in status_validator().iter_errors(status))
 
 
 # --- what every answer must be --------------------------------------------------------------

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from hooks.core.model import JobRef, Outcome, Reason, TaskState
+from hooks.core.model import JobRef, Outcome, TaskState
+from hooks.core.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.schedulers.slurm import Slurm

@@ -28,23 +28,41 @@ def load_all(path: Path) -> list[Object]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def to_jsonschema(schema: Object) -> Object:
-    """A Kubernetes structural schema as plain JSON Schema.
-
-    ``x-kubernetes-int-or-string`` becomes a type union and other ``x-kubernetes-*`` keys are
-    dropped. Objects with declared properties reject other keys, as the API server's strict field
-    validation does.
-    """
+def without_markers(schema: Object, int_or_string: Callable[[Object], Object]) -> Object:
+    """A Kubernetes structural schema without its ``x-kubernetes-*`` keys: ``int_or_string``
+    rewrites each ``x-kubernetes-int-or-string`` one, and objects with declared properties admit
+    no other key, as the API server's pruning and strict field validation do."""
     out = {key: value for key, value in schema.items() if not key.startswith("x-kubernetes-")}
     if schema.get("x-kubernetes-int-or-string"):
-        out["type"] = ["integer", "string"]
+        out = int_or_string(out)
     if "properties" in schema:
-        out["properties"] = {name: to_jsonschema(sub) for name, sub in schema["properties"].items()}
+        out["properties"] = {name: without_markers(sub, int_or_string)
+                             for name, sub in schema["properties"].items()}
         out.setdefault("additionalProperties", False)
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), dict):
-            out[key] = to_jsonschema(schema[key])
+            out[key] = without_markers(schema[key], int_or_string)
     return out
+
+
+def to_jsonschema(schema: Object) -> Object:
+    """A Kubernetes structural schema as plain JSON Schema: an int-or-string is a type union."""
+    return without_markers(schema, lambda out: {**out, "type": ["integer", "string"]})
+
+
+STRING_KEYS = ("pattern", "format", "minLength", "maxLength")
+
+
+def one_of_integer_or_string(schema: Object) -> Object:
+    """OpenAPI 3.0's int-or-string: ``oneOf`` an integer or a string with the string rules."""
+    string = {key: schema[key] for key in STRING_KEYS if key in schema}
+    rest = {key: value for key, value in schema.items() if key not in string}
+    return {**rest, "oneOf": [{"type": "integer"}, {"type": "string", **string}]}
+
+
+def to_openapi(schema: Object) -> Object:
+    """A Kubernetes structural schema as an OpenAPI 3.0 schema (docs/hooks-openapi.yaml's)."""
+    return without_markers(schema, one_of_integer_or_string)
 
 
 @functools.cache

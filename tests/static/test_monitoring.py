@@ -201,6 +201,7 @@ def test_dashboard_structure() -> None:
     )
     assert [(f["name"], f["query"]["query"]) for f in filters] == [
         ("namespace", "label_values(kube_batchjob_status_phase, namespace)"),
+        ("batchcluster", "label_values(kube_batchjob_status_phase, batchcluster)"),
         ("cluster", "label_values(kube_batchjob_status_phase, cluster)"),
     ]
     panels = dashboard["panels"]
@@ -248,7 +249,7 @@ def test_ksm_config_reads_batchjob_phases_from_the_crd() -> None:
 
 
 def test_ksm_series_names_and_labels() -> None:
-    common = ("namespace", "batchjob", "backend", "cluster")
+    common = ("namespace", "batchjob", "backend", "batchcluster", "cluster")
     usage = ("queue_seconds", "elapsed_seconds", "cpu_seconds", "max_rss_bytes",
              "cpu_efficiency", "memory_efficiency")
     assert ksm_metrics() == {

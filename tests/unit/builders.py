@@ -16,7 +16,8 @@ from typing import Any
 
 from hooks.core import finalize, sync
 from hooks.core.effects import Action, Answer, Decision, Effect, Query, Submit, Trouble
-from hooks.core.model import Outcome, Reason, SubmitAnswer, SubmitOutcome, TaskState
+from hooks.core.model import Outcome, SubmitAnswer, SubmitOutcome, TaskState
+from hooks.core.reasons import Reason
 from tests.unit.conftest import NOW, UID, call
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP0vcqgNFWx83GT6XarPgHsbgLZ3ORKXoMapg3PHaQhG"

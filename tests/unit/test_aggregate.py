@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import pytest
 
 from hooks.core.aggregate import NOT_VISIBLE_GRACE_SECONDS, Summary, summarize, task_order
-from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.model import Outcome, Phase, TaskState
+from hooks.core.reasons import Reason
 
 P, R, S, F, C, U = (Outcome.PENDING, Outcome.RUNNING, Outcome.SUCCEEDED, Outcome.FAILED,
                     Outcome.CANCELLED, Outcome.UNKNOWN)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import Reason
+from hooks.core.reasons import Reason
 from hooks.core.request import customize
 from hooks.core.routing import parse_routed
 from hooks.schedulers import REGISTRY

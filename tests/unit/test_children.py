@@ -21,7 +21,8 @@ from hooks.core.children import (
     pod_due,
     pod_name,
 )
-from hooks.core.model import ClusterRef, JobRequest, Phase, Reason, Spec
+from hooks.core.model import ClusterRef, JobRequest, Phase, Spec
+from hooks.core.reasons import Reason
 from hooks.core.status import Status
 from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import HOSTS, IMAGE, UID, call

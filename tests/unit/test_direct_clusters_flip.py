@@ -11,7 +11,8 @@ from typing import Any
 
 from hooks.core import finalize, sync
 from hooks.core.effects import Cancel, Cleanup, ListActive, MarkEnded, Query
-from hooks.core.model import Outcome, Reason, TaskState
+from hooks.core.model import Outcome, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.request import parse_call
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import LOGIN, SUBMITTED, Run, drive, queue, request, running

@@ -19,12 +19,12 @@ from hooks.core.model import (
     JobRef,
     JobRequest,
     Outcome,
-    Reason,
     SchedulerError,
     SubmitAnswer,
     SubmitOutcome,
     TaskState,
 )
+from hooks.core.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.executor import Executor
 from hooks.runtime import Runtime

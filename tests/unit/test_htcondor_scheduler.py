@@ -22,15 +22,8 @@ import pytest
 
 from hooks.core import aggregate
 from hooks.core.fields import SpecError
-from hooks.core.model import (
-    JobRef,
-    JobRequest,
-    Outcome,
-    Reason,
-    SchedulerError,
-    SubmitAnswer,
-    TaskState,
-)
+from hooks.core.model import JobRef, JobRequest, Outcome, SchedulerError, SubmitAnswer, TaskState
+from hooks.core.reasons import Reason
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.htcondor import SCHEDULER
 from hooks.schedulers.htcondor.commands import (

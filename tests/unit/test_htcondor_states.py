@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.model import Outcome, Phase, TaskState
+from hooks.core.reasons import Reason
 from hooks.schedulers.htcondor.states import STATES, TIME_LIMIT_MARKER, CondorRecord, to_task
 from tests.unit.conftest import FIXTURES, recorded
 

@@ -10,14 +10,8 @@ import pytest
 from hooks.core import lifecycle
 from hooks.core.aggregate import summarize
 from hooks.core.lifecycle import Due, Plan, plan
-from hooks.core.model import (
-    ClusterRef,
-    JobRef,
-    Outcome,
-    Phase,
-    Reason,
-    TaskState,
-)
+from hooks.core.model import ClusterRef, JobRef, Outcome, Phase, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.status import Status
 
 CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)

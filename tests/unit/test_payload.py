@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import InputFile, JobRequest, Reason
+from hooks.core.model import InputFile, JobRequest
 from hooks.core.payload import MAX_FILES, MAX_PAYLOAD, Payload, Unresolved, resolve
+from hooks.core.reasons import Reason
 from hooks.core.spec import parse_spec
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import LOGIN, b64, config_map, secret

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase, Reason, TaskState
+from hooks.core.model import Outcome, Phase, TaskState
+from hooks.core.reasons import Reason
 from hooks.core.status import Status, conditions, from_raw, to_raw
 from hooks.schedulers.htcondor.parse import parse_ads
 from hooks.schedulers.htcondor.states import to_task as condor_task

@@ -8,7 +8,8 @@ import datetime
 import pytest
 
 from hooks.core import response
-from hooks.core.model import Phase, Reason
+from hooks.core.model import Phase
+from hooks.core.reasons import Reason
 from hooks.core.response import MAX_BACKOFF, MAX_POLL, MIN_POLL, envelope, resync_after
 from hooks.core.status import Status
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hooks.core.fields import SpecError
-from hooks.core.model import JobRef, Outcome, Reason, SchedulerError, SubmitAnswer, TaskState
+from hooks.core.model import JobRef, Outcome, SchedulerError, SubmitAnswer, TaskState
+from hooks.core.reasons import Reason
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
 from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv

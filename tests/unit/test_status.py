@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 import yaml
 
-from hooks.core.model import ClusterRef, Hop, Phase, Reason
+from hooks.core.model import ClusterRef, Hop, Phase
+from hooks.core.reasons import Reason
 from hooks.core.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
 from hooks.core.usage import Usage

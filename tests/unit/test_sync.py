@@ -26,11 +26,11 @@ from hooks.core.model import (
     Hop,
     JobRequest,
     Outcome,
-    Reason,
     SubmitAnswer,
     SubmitOutcome,
     TaskState,
 )
+from hooks.core.reasons import Reason
 from hooks.core.spec import digest
 from tests.unit.builders import (
     LOGIN,

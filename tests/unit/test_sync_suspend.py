@@ -11,11 +11,8 @@ from hooks.core.effects import (
     Query,
     Release,
 )
-from hooks.core.model import (
-    Outcome,
-    Reason,
-    TaskState,
-)
+from hooks.core.model import Outcome, TaskState
+from hooks.core.reasons import Reason
 from tests.unit.builders import (
     ANOTHER_JOB,
     DOWN,

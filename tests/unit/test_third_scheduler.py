@@ -23,12 +23,12 @@ from hooks.core.model import (
     JobRef,
     JobRequest,
     Outcome,
-    Reason,
     Resources,
     SubmitAnswer,
     SubmitOutcome,
     TaskState,
 )
+from hooks.core.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.runtime import Runtime

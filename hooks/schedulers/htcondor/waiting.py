@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.core.model import Reason, TaskUsage
+from hooks.core.model import TaskUsage
+from hooks.core.reasons import Reason
 
 
 @dataclass(frozen=True, slots=True)
