@@ -28,7 +28,7 @@ from hooks.core.data import matches
 from hooks.core.model import Reason
 from hooks.core.text import has_control, shown
 from hooks.deadline import Deadline
-from hooks.movers.store import MoveError, Verified, stored, upload
+from hooks.movers.store import MoveError, Verified, part_size, stored, upload
 from hooks.schedulers.guard import RESOLVE
 from hooks.ssh.client import Remote
 from hooks.ssh.files import RemoteFiles
@@ -59,7 +59,7 @@ def collect(conn: Remote, files: RemoteFiles, s3: Minio | None, plan: list[dict[
     for item, path in chosen:
         source = f"{remote_dir}/{path}"
         reader = Verified(functools.partial(files.read, source, sizes[path]), sizes[path],
-                          digests[path], path)
+                          digests[path], path, part=part_size(sizes[path]) if "s3" in item else 0)
         try:
             if "s3" in item:
                 assert s3 is not None

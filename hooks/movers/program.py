@@ -11,6 +11,8 @@ nothing partial is left under a final name.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import signal
 import sys
@@ -31,11 +33,14 @@ from hooks.ssh.files import RemoteFiles
 from hooks.ssh.login import connect
 
 PROG = "python -m hooks.movers"
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 1024 * 1024
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
+    _fixed_mmap_threshold()
     try:
         report = Report(Stage.DONE, *_run(args))
     except MoveError as err:
@@ -77,6 +82,20 @@ def _run(args: argparse.Namespace) -> tuple[int, int]:
             files.close()
     finally:
         conn.close()
+
+
+def _fixed_mmap_threshold() -> None:
+    """Have every block of ``MMAP_THRESHOLD`` bytes or more mapped apart and returned to the
+    system when freed. By default glibc raises the threshold to the largest block freed (up to
+    32 MiB): after the first upload part, parts come from the heap, which fragments, and the
+    RSS grows with the number of parts. Elsewhere than glibc, nothing changes."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        libc = None
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
