@@ -20,6 +20,7 @@ from minio import Minio
 from minio.error import MinioException, S3Error
 
 from hooks.core.model import Reason
+from hooks.movers.workers import WORKERS
 
 MIB = 1024 * 1024
 PART_SIZE = 8 * MIB
@@ -65,7 +66,7 @@ def client(endpoint: str, region: str, secret_dir: Path) -> Minio:
                         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.")
     scheme, _, host = endpoint.partition("://")
     http = urllib3.PoolManager(
-        timeout=urllib3.Timeout(connect=10, read=120),
+        maxsize=WORKERS + 1, timeout=urllib3.Timeout(connect=10, read=120),
         retries=urllib3.Retry(total=3, backoff_factor=0.5, status_forcelist=[500, 502, 503, 504]))
     return Minio(host.rstrip("/"), access_key=access, secret_key=secret,
                  session_token=value("AWS_SESSION_TOKEN"), secure=scheme == "https",
