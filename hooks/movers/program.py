@@ -1,4 +1,5 @@
-"""The mover program: log in to the cluster as the log Pod does (the SSH Secret mounted at
+"""The mover program (``python -m hooks.movers``, the mover Pods' command, or
+``hpcbridge movers``): log in to the cluster as the log Pod does (the SSH Secret mounted at
 ``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
 at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
 (``hooks.core.movers.Report``) to ``--report``, the Pod's termination message.
@@ -37,8 +38,8 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1024 * 1024
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = _parser(prog).parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     _fixed_mmap_threshold()
     try:
@@ -102,8 +103,8 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(143)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("direction", choices=["inputs", "outputs"])
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=22)
