@@ -18,8 +18,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,9 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
             plan: list[dict[str, Any]], *, remote_dir: str, owner: str) -> tuple[int, int]:
     """Copy every output of ``plan``; the files and bytes in place. Files up to ``SMALL``
     bytes are copied several at a time (``hooks.movers.workers``) while the cluster computes
-    the digests of the larger ones, which are then copied one at a time."""
+    the digests of the larger ones, which are then copied one at a time: into a claim as the
+    cluster still computes them (a file's digest is needed once its last byte is read), to S3
+    once they are known (an object's metadata holds it)."""
     sizes = _listing(conn, remote_dir)
     chosen: list[tuple[dict[str, Any], str]] = []
     for item in plan:
@@ -62,22 +63,22 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
     _check_names({p for _, p in chosen})
     small = [(item, p) for item, p in chosen if sizes[p] <= SMALL]
     large = [(item, p) for item, p in chosen if sizes[p] > SMALL]
-    with ThreadPoolExecutor(1, thread_name_prefix="digests") as background:
-        later = background.submit(_digests, conn, remote_dir, sorted({p for _, p in large}))
-        digests = _digests(conn, remote_dir, sorted({p for _, p in small}))
+    later = workers.background(functools.partial(_digests, conn, remote_dir,
+                                                 sorted({p for _, p in large})))
+    digests = _digests(conn, remote_dir, sorted({p for _, p in small}))
 
-        def copy(on: RemoteFiles, job: tuple[dict[str, Any], str]) -> int:
-            return _copy(on, s3, *job, size=sizes[job[1]], digest=digests[job[1]],
-                         remote_dir=remote_dir, owner=owner)
+    def copy(on: RemoteFiles, job: tuple[dict[str, Any], str]) -> int:
+        path = job[1]
+        return _copy(on, s3, *job, size=sizes[path], remote_dir=remote_dir, owner=owner,
+                     digest=lambda: digests[path] if path in digests else later()[path])
 
-        total = workers.each(conn, small, copy)
-        digests.update(later.result())
+    total = workers.each(conn, small, copy)
     total += sum(copy(files, job) for job in large)
     return len(chosen), total
 
 
 def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str, *, size: int,
-          digest: str, remote_dir: str, owner: str) -> int:
+          digest: Callable[[], str], remote_dir: str, owner: str) -> int:
     """Copy one output; its size."""
     reader = Verified(functools.partial(files.read, f"{remote_dir}/{path}", size), size, digest,
                       path, part=part_size(size) if "s3" in item else 0)
@@ -145,7 +146,7 @@ def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> No
 def _to_claim(root: Path, path: str, reader: Verified, owner: str) -> None:
     folder = _directory(root, path.split("/")[:-1])
     target = folder / path.rpartition("/")[2]
-    if _taken(target, reader.expected, owner):
+    if _taken(target, reader, owner):
         return
     temporary = folder / f".{target.name}.{owner}.part"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -186,15 +187,15 @@ def _directory(root: Path, parts: list[str]) -> Path:
     return here
 
 
-def _taken(target: Path, sha256: str, owner: str) -> bool:
-    """Whether ``target`` holds these bytes already; refused when it holds others that are
-    not this BatchJob's."""
+def _taken(target: Path, reader: Verified, owner: str) -> bool:
+    """Whether ``target`` holds the reader's bytes already; refused when it holds others that
+    are not this BatchJob's."""
     try:
         info = os.lstat(target)
     except FileNotFoundError:
         return False
     if stat.S_ISREG(info.st_mode):
-        if _sha256(target) == sha256:
+        if info.st_size == reader.size and _sha256(target) == reader.expected:
             return True
         try:
             if os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode():

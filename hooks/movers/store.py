@@ -109,22 +109,31 @@ def stored(s3: Minio, bucket: str, key: str) -> Stored | None:
 class Verified:
     """A file-like reader over ``chunks`` of ``size`` bytes that checks their SHA-256 against
     ``sha256`` (what the cluster computed) as the last byte is read and, given a ``part`` size,
-    keeps each part's MD5 for the ETag the store must answer.
+    keeps each part's MD5 for the ETag the store must answer. ``sha256`` may be a call that
+    waits for it, made when it is first needed.
 
     A read of ``n`` bytes holds at most the pieces that make it up and their join, about
     ``2 * n``: the pieces are joined once, only the last one is cut, and the digests read the
     bytes in place."""
 
-    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int, sha256: str,
-                 where: str, *, part: int = 0) -> None:
+    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int,
+                 sha256: str | Callable[[], str], where: str, *, part: int = 0) -> None:
         self.opened: Iterator[bytes] | None = None
-        self.open, self.size, self.expected, self.where = chunks, size, sha256, where
+        self.open, self.size, self.where = chunks, size, where
+        self.digest = sha256
         self.sha = hashlib.sha256()
         self.part_size = part
         self.parts: list[bytes] = []
         self.part = hashlib.md5(usedforsecurity=False)
         self.read_bytes = 0
         self.pending = b""
+
+    @property
+    def expected(self) -> str:
+        """The SHA-256 the cluster computed (given as a call: it may still be computing it)."""
+        if callable(self.digest):
+            self.digest = self.digest()
+        return self.digest
 
     def read(self, n: int = -1) -> bytes:
         if n < 0:

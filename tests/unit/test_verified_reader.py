@@ -1,5 +1,6 @@
 """The outputs mover's verified reader, as minio reads it: the memory it holds does not grow
-with the file (tracemalloc), the digest it checks and the ETag it expects."""
+with the file (tracemalloc), the digest it checks (waited for when it is still computed) and
+the ETag it expects; work in the background hands back its result or its error."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hooks.core.model import Reason
+from hooks.movers import workers
 from hooks.movers.store import MAX_PARTS, MIB, PART_SIZE, MoveError, Verified, part_size
 
 PIECE = bytes(range(256)) * 1020  # 255 KiB: an SFTP answer
@@ -66,3 +68,27 @@ def test_parts_grow_only_beyond_the_stores_most_parts() -> None:
     assert part_size(1) == part_size(MAX_PARTS * PART_SIZE) == PART_SIZE
     assert part_size(MAX_PARTS * PART_SIZE + 1) == PART_SIZE + MIB
     assert -(-2**40 // part_size(2**40)) <= MAX_PARTS
+
+
+def test_a_digest_still_computed_is_waited_for_once_when_the_last_byte_is_read() -> None:
+    asked: list[str] = []
+
+    def later() -> str:
+        asked.append("digest")
+        return digest(3 * MIB)
+
+    reader = Verified(lambda: pieces(3 * MIB), 3 * MIB, later, "a")
+    reader.read(2 * MIB)
+    assert asked == []
+    reader.read(2 * MIB)
+    assert asked == ["digest"] and reader.expected == digest(3 * MIB) and asked == ["digest"]
+
+
+def test_background_work_hands_back_its_result_or_its_error() -> None:
+    assert workers.background(lambda: 42)() == 42
+
+    def fails() -> int:
+        raise MoveError(Reason.NONE, "The cluster could not compute the outputs' digests.")
+
+    with pytest.raises(MoveError, match="digests"):
+        workers.background(fails)()
