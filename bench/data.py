@@ -28,6 +28,7 @@ from minio import Minio
 from bench.follow import worktree
 from bench.report import machine, update
 from tests.integration.conftest import read_env
+from tests.integration.kubelet import finished
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = 1000
@@ -158,11 +159,10 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, int]:
     started = time.monotonic()
     child = subprocess.Popen(argv, cwd=cwd, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
                              stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
+    status, peak = finished(child, 3600)
     if status != 0:
         raise SystemExit(f"{argv[:4]} failed ({status})")
-    return time.monotonic() - started, usage.ru_maxrss
-
+    return time.monotonic() - started, peak // 1024
 
 if __name__ == "__main__":
     main()
