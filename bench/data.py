@@ -129,7 +129,8 @@ def main() -> None:
         f"cluster: one file of {args.large_mib} MiB and {SMALL} files of "
         f"{SMALL_SIZE // 1024} KiB; pattern `results/**`",
         "- mover: `python -m hooks.movers outputs` (cluster-side SHA-256; this code: 16 SFTP "
-        "reads of 255 KiB in flight, files up to 1 MiB four at a time, 8 MiB multipart parts; "
+        "reads of 255 KiB in flight, files up to 1 MiB four at a time, 8 MiB multipart parts, "
+        "two at a time; "
         f"{args.baseline_ref}: paramiko's readv in windows of 8 MiB, one file at a time, 16 MiB "
         "parts); S3: SeaweedFS (tests/clusters/s3-up.sh); baseline: `scp -r` of the same "
         "directory from the same sshd",

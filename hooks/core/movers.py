@@ -32,10 +32,10 @@ OUTPUT_TRIES = 5
 """Runs of the outputs mover that may fail before the collection has failed."""
 PEAK_MEMORY = 128 * 2**20
 """The most a mover holds in memory, whatever the sizes and the number of files (measured
-about 85 MiB on the S3 path, bench/results.md; checked by tests/integration/test_data.py):
-the program and its libraries (about 60 MiB), one upload part of ``hooks.movers.store`` read
-and joined (2 x 8 MiB), the SFTP reads in flight and the channel's window
-(``hooks.ssh.files``: 4 and 8 MiB). Above 78 GiB an object's parts grow (S3 allows 10000),
+about 95 MiB on the S3 path, bench/results.md; checked by tests/integration/test_data.py):
+the program and its libraries (about 55 MiB), the upload parts of ``hooks.movers.store`` (two
+sent while a third is read and joined: 4 x 8 MiB), the SFTP reads in flight and the channel's
+window (``hooks.ssh.files``: 4 and 8 MiB). Above 78 GiB an object's parts grow (S3 allows 10000),
 and so does this."""
 REASONS = {Reason.INPUT_NOT_FOUND, Reason.STORAGE_ACCESS_DENIED, Reason.OUTPUTS_FAILED}
 

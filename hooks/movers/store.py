@@ -25,8 +25,11 @@ from hooks.movers.workers import WORKERS
 MIB = 1024 * 1024
 PART_SIZE = 8 * MIB
 MAX_PARTS = 10_000
-"""Uploads above ``PART_SIZE`` are multipart, one part in memory at a time; parts are larger
-only for objects above ``MAX_PARTS * PART_SIZE`` (78 GiB), S3's most parts in one object."""
+UPLOADS = 2
+"""Uploads above ``PART_SIZE`` are multipart: ``UPLOADS`` parts are sent at a time while the
+next one is read (so the SFTP reads go on while the store answers), three parts in memory at
+most; parts are larger only for objects above ``MAX_PARTS * PART_SIZE`` (78 GiB), S3's most
+parts in one object."""
 OWNER = "hpcbridge-owner"
 SHA256 = "hpcbridge-sha256"
 """The user metadata of every object a mover writes: the BatchJob's uid and the content's
@@ -199,7 +202,7 @@ def upload(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> No
     where = f"s3://{bucket}/{key}"
     try:
         result = s3.put_object(bucket, key, cast(BinaryIO, reader), reader.size,
-                               part_size=reader.part_size, num_parallel_uploads=1,
+                               part_size=reader.part_size, num_parallel_uploads=UPLOADS,
                                metadata={OWNER: owner, SHA256: reader.expected})
     except MoveError:
         raise
