@@ -1,5 +1,7 @@
 """The ``hpcbridge`` command (also ``python -m hooks``): ``serve`` runs the hook server as
-``make run`` and the image do, ``logs`` is the log Pods' program (``hooks.logs``).
+``make run`` and the image do, ``logs`` is the log Pods' program (``hooks.logs``), ``movers``
+the mover Pods' (``hooks.movers``). The Pods run them as ``python -m``: the image holds the
+package's modules, not its console script.
 
 ``serve`` replaces the process with gunicorn, so that signals from the container runtime or the
 terminal reach gunicorn's master directly.
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from hooks import __version__, logs
+from hooks.movers import program
 
 GUNICORN = ("-m", "gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()")
 
@@ -23,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "logs":
         return logs.main(rest, prog="hpcbridge logs")
+    if args.command == "movers":
+        return program.main(rest, prog="hpcbridge movers")
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     serve(args.host, args.port)
@@ -58,5 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "logs", add_help=False,
         help="print or follow a job's output, the log Pods' program (hpcbridge logs --help)",
+    )
+    commands.add_parser(
+        "movers", add_help=False,
+        help="copy a BatchJob's inputs or outputs, the mover Pods' program (hpcbridge movers "
+        "--help)",
     )
     return parser

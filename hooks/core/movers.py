@@ -30,6 +30,13 @@ VOLUME_MOUNT = "/var/run/hpcbridge/claims"
 MAX_MESSAGE = 1024
 OUTPUT_TRIES = 5
 """Runs of the outputs mover that may fail before the collection has failed."""
+PEAK_MEMORY = 128 * 2**20
+"""The most a mover holds in memory, whatever the sizes and the number of files (measured
+about 95 MiB on the S3 path, bench/results.md; checked by tests/integration/test_data.py):
+the program and its libraries (about 55 MiB), the upload parts of ``hooks.movers.store`` (two
+sent while a third is read and joined: 4 x 8 MiB), the SFTP reads in flight and the channel's
+window (``hooks.ssh.files``: 4 and 8 MiB). Above 78 GiB an object's parts grow (S3 allows 10000),
+and so does this."""
 REASONS = {Reason.INPUT_NOT_FOUND, Reason.STORAGE_ACCESS_DENIED, Reason.OUTPUTS_FAILED}
 
 
@@ -189,10 +196,15 @@ def _pod(job: JobRequest, direction: str, plan: list[dict[str, Any]], claims: li
     container.update(name=direction, command=["python", "-m", "hooks.movers"], args=args,
                      volumeMounts=mounts, terminationMessagePath=REPORT_PATH,
                      terminationMessagePolicy="File",
-                     resources={"requests": {"cpu": "50m", "memory": "64Mi"},
-                                "limits": {"cpu": "1", "memory": "256Mi"}})
+                     resources=_resources())
     pod["spec"]["volumes"] = volumes
     return pod
+
+
+def _resources() -> dict[str, Any]:
+    """Memory: ``PEAK_MEMORY`` requested, half as much again the limit."""
+    return {"requests": {"cpu": "50m", "memory": f"{PEAK_MEMORY // 2**20}Mi"},
+            "limits": {"cpu": "1", "memory": f"{PEAK_MEMORY * 3 // 2 // 2**20}Mi"}}
 
 
 def _is(pod: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,10 @@ from hooks.core.data import matches
 from hooks.core.model import Reason
 from hooks.core.text import has_control, shown
 from hooks.deadline import Deadline
-from hooks.movers.store import MoveError, Verified, stored, upload
+from hooks.movers import workers
+from hooks.movers.store import MoveError, Verified, part_size, stored, upload
 from hooks.schedulers.guard import RESOLVE
-from hooks.ssh.client import Remote
+from hooks.ssh.client import Connection, Remote
 from hooks.ssh.files import RemoteFiles
 
 LIST = RESOLVE + r"""
@@ -41,11 +42,16 @@ cd -- "$d" || exit 3
 xargs -0 -r sha256sum --"""
 ATTRIBUTE = "user.hpcbridge.owner"
 TIMEOUT = 3600.0
+SMALL = 1024 * 1024
 
 
-def collect(conn: Remote, files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]], *,
-            remote_dir: str, owner: str) -> tuple[int, int]:
-    """Copy every output of ``plan``; the files and bytes in place."""
+def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
+            plan: list[dict[str, Any]], *, remote_dir: str, owner: str) -> tuple[int, int]:
+    """Copy every output of ``plan``; the files and bytes in place. Files up to ``SMALL``
+    bytes are copied several at a time (``hooks.movers.workers``) while the cluster computes
+    the digests of the larger ones, which are then copied one at a time: into a claim as the
+    cluster still computes them (a file's digest is needed once its last byte is read), to S3
+    once they are known (an object's metadata holds it)."""
     sizes = _listing(conn, remote_dir)
     chosen: list[tuple[dict[str, Any], str]] = []
     for item in plan:
@@ -54,26 +60,41 @@ def collect(conn: Remote, files: RemoteFiles, s3: Minio | None, plan: list[dict[
             raise MoveError(Reason.OUTPUTS_FAILED, f"The output pattern {shown(item['pattern'])} "
                             "matched no file in the attempt's directory.", final=True)
         chosen += [(item, p) for p in found]
-    digests = _digests(conn, remote_dir, sorted({p for _, p in chosen}))
-    count = total = 0
-    for item, path in chosen:
-        source = f"{remote_dir}/{path}"
-        reader = Verified(functools.partial(files.read, source, sizes[path]), sizes[path],
-                          digests[path], path)
-        try:
-            if "s3" in item:
-                assert s3 is not None
-                _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
-            else:
-                _to_claim(Path(item["dir"]), path, reader, owner)
-        except MoveError as err:
-            if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
-                raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
-            raise
-        finally:
-            reader.close()
-        count, total = count + 1, total + sizes[path]
-    return count, total
+    _check_names({p for _, p in chosen})
+    small = [(item, p) for item, p in chosen if sizes[p] <= SMALL]
+    large = [(item, p) for item, p in chosen if sizes[p] > SMALL]
+    later = workers.background(functools.partial(_digests, conn, remote_dir,
+                                                 sorted({p for _, p in large})))
+    digests = _digests(conn, remote_dir, sorted({p for _, p in small}))
+
+    def copy(on: RemoteFiles, job: tuple[dict[str, Any], str]) -> int:
+        path = job[1]
+        return _copy(on, s3, *job, size=sizes[path], remote_dir=remote_dir, owner=owner,
+                     digest=lambda: digests[path] if path in digests else later()[path])
+
+    total = workers.each(conn, small, copy)
+    total += sum(copy(files, job) for job in large)
+    return len(chosen), total
+
+
+def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str, *, size: int,
+          digest: Callable[[], str], remote_dir: str, owner: str) -> int:
+    """Copy one output; its size."""
+    reader = Verified(functools.partial(files.read, f"{remote_dir}/{path}", size), size, digest,
+                      path, part=part_size(size) if "s3" in item else 0)
+    try:
+        if "s3" in item:
+            assert s3 is not None
+            _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
+        else:
+            _to_claim(Path(item["dir"]), path, reader, owner)
+    except MoveError as err:
+        if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
+            raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
+        raise
+    finally:
+        reader.close()
+    return size
 
 
 def _listing(conn: Remote, remote_dir: str) -> dict[str, int]:
@@ -93,11 +114,14 @@ def _listing(conn: Remote, remote_dir: str) -> dict[str, int]:
     return found
 
 
-def _digests(conn: Remote, remote_dir: str, paths: list[str]) -> dict[str, str]:
-    for path in paths:
+def _check_names(paths: set[str]) -> None:
+    for path in sorted(paths):
         if has_control(path) or "\\" in path:
             raise MoveError(Reason.OUTPUTS_FAILED, f"The output {shown(path)} has a name with "
                             "control characters or a backslash; it is not copied.", final=True)
+
+
+def _digests(conn: Remote, remote_dir: str, paths: list[str]) -> dict[str, str]:
     if not paths:
         return {}
     names = b"\0".join(p.encode(errors="surrogateescape") for p in paths) + b"\0"
@@ -122,7 +146,7 @@ def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> No
 def _to_claim(root: Path, path: str, reader: Verified, owner: str) -> None:
     folder = _directory(root, path.split("/")[:-1])
     target = folder / path.rpartition("/")[2]
-    if _taken(target, reader.expected, owner):
+    if _taken(target, reader, owner):
         return
     temporary = folder / f".{target.name}.{owner}.part"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -163,15 +187,15 @@ def _directory(root: Path, parts: list[str]) -> Path:
     return here
 
 
-def _taken(target: Path, sha256: str, owner: str) -> bool:
-    """Whether ``target`` holds these bytes already; refused when it holds others that are
-    not this BatchJob's."""
+def _taken(target: Path, reader: Verified, owner: str) -> bool:
+    """Whether ``target`` holds the reader's bytes already; refused when it holds others that
+    are not this BatchJob's."""
     try:
         info = os.lstat(target)
     except FileNotFoundError:
         return False
     if stat.S_ISREG(info.st_mode):
-        if _sha256(target) == sha256:
+        if info.st_size == reader.size and _sha256(target) == reader.expected:
             return True
         try:
             if os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode():

@@ -1,4 +1,5 @@
-"""The mover program: log in to the cluster as the log Pod does (the SSH Secret mounted at
+"""The mover program (``python -m hooks.movers``, the mover Pods' command, or
+``hpcbridge movers``): log in to the cluster as the log Pod does (the SSH Secret mounted at
 ``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
 at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
 (``hooks.core.movers.Report``) to ``--report``, the Pod's termination message.
@@ -11,6 +12,8 @@ nothing partial is left under a final name.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import signal
 import sys
@@ -31,11 +34,14 @@ from hooks.ssh.files import RemoteFiles
 from hooks.ssh.login import connect
 
 PROG = "python -m hooks.movers"
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 1024 * 1024
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = _parser(prog).parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
+    _fixed_mmap_threshold()
     try:
         report = Report(Stage.DONE, *_run(args))
     except MoveError as err:
@@ -79,12 +85,26 @@ def _run(args: argparse.Namespace) -> tuple[int, int]:
         conn.close()
 
 
+def _fixed_mmap_threshold() -> None:
+    """Have every block of ``MMAP_THRESHOLD`` bytes or more mapped apart and returned to the
+    system when freed. By default glibc raises the threshold to the largest block freed (up to
+    32 MiB): after the first upload part, parts come from the heap, which fragments, and the
+    RSS grows with the number of parts. Elsewhere than glibc, nothing changes."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        libc = None
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(143)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("direction", choices=["inputs", "outputs"])
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, default=22)

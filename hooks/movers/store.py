@@ -20,9 +20,16 @@ from minio import Minio
 from minio.error import MinioException, S3Error
 
 from hooks.core.model import Reason
+from hooks.movers.workers import WORKERS
 
-PART_SIZE = 16 * 1024 * 1024
-"""Uploads above this size are multipart, one part in memory at a time."""
+MIB = 1024 * 1024
+PART_SIZE = 8 * MIB
+MAX_PARTS = 10_000
+UPLOADS = 2
+"""Uploads above ``PART_SIZE`` are multipart: ``UPLOADS`` parts are sent at a time while the
+next one is read (so the SFTP reads go on while the store answers), three parts in memory at
+most; parts are larger only for objects above ``MAX_PARTS * PART_SIZE`` (78 GiB), S3's most
+parts in one object."""
 OWNER = "hpcbridge-owner"
 SHA256 = "hpcbridge-sha256"
 """The user metadata of every object a mover writes: the BatchJob's uid and the content's
@@ -62,7 +69,7 @@ def client(endpoint: str, region: str, secret_dir: Path) -> Minio:
                         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.")
     scheme, _, host = endpoint.partition("://")
     http = urllib3.PoolManager(
-        timeout=urllib3.Timeout(connect=10, read=120),
+        maxsize=WORKERS + 1, timeout=urllib3.Timeout(connect=10, read=120),
         retries=urllib3.Retry(total=3, backoff_factor=0.5, status_forcelist=[500, 502, 503, 504]))
     return Minio(host.rstrip("/"), access_key=access, secret_key=secret,
                  session_token=value("AWS_SESSION_TOKEN"), secure=scheme == "https",
@@ -104,42 +111,68 @@ def stored(s3: Minio, bucket: str, key: str) -> Stored | None:
 
 class Verified:
     """A file-like reader over ``chunks`` of ``size`` bytes that checks their SHA-256 against
-    ``sha256`` (what the cluster computed) as the last byte is read, and keeps each part's MD5
-    for the ETag the store must answer."""
+    ``sha256`` (what the cluster computed) as the last byte is read and, given a ``part`` size,
+    keeps each part's MD5 for the ETag the store must answer. ``sha256`` may be a call that
+    waits for it, made when it is first needed.
 
-    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int, sha256: str,
-                 where: str) -> None:
+    A read of ``n`` bytes holds at most the pieces that make it up and their join, about
+    ``2 * n``: the pieces are joined once, only the last one is cut, and the digests read the
+    bytes in place."""
+
+    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int,
+                 sha256: str | Callable[[], str], where: str, *, part: int = 0) -> None:
         self.opened: Iterator[bytes] | None = None
-        self.open, self.size, self.expected, self.where = chunks, size, sha256, where
+        self.open, self.size, self.where = chunks, size, where
+        self.digest = sha256
         self.sha = hashlib.sha256()
+        self.part_size = part
         self.parts: list[bytes] = []
         self.part = hashlib.md5(usedforsecurity=False)
         self.read_bytes = 0
         self.pending = b""
+
+    @property
+    def expected(self) -> str:
+        """The SHA-256 the cluster computed (given as a call: it may still be computing it)."""
+        if callable(self.digest):
+            self.digest = self.digest()
+        return self.digest
 
     def read(self, n: int = -1) -> bytes:
         if n < 0:
             n = self.size - self.read_bytes
         if self.opened is None:
             self.opened = self.open()
-        pieces, have = [self.pending], len(self.pending)
+        pieces, have = ([self.pending], len(self.pending)) if self.pending else ([], 0)
         while have < n and self.read_bytes + have < self.size:
             chunk = next(self.opened, b"") or self._short()
             pieces.append(chunk)
             have += len(chunk)
-        joined = b"".join(pieces)
-        data, self.pending = joined[:n], joined[n:]
-        for piece in _split(data, self.read_bytes):
-            self.sha.update(piece)
-            self.part.update(piece)
-            self.read_bytes += len(piece)
-            if self.read_bytes % PART_SIZE == 0 or self.read_bytes == self.size:
-                self.parts.append(self.part.digest())
-                self.part = hashlib.md5(usedforsecurity=False)
+        self.pending = b""
+        if have > n:
+            last, cut = pieces[-1], len(pieces[-1]) - (have - n)
+            pieces[-1], self.pending = last[:cut], last[cut:]
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
+        self._digest(memoryview(data))
         if self.read_bytes == self.size and self.sha.hexdigest() != self.expected:
             raise MoveError(Reason.NONE, f"{self.where} changed while it was read: its "
                                          "SHA-256 is not what the cluster computed.")
         return data
+
+    def _digest(self, view: memoryview) -> None:
+        self.sha.update(view)
+        if not self.part_size:
+            self.read_bytes += len(view)
+            return
+        while view:
+            room = self.part_size - self.read_bytes % self.part_size
+            self.part.update(view[:room])
+            self.read_bytes += len(view[:room])
+            view = view[room:]
+            if self.read_bytes % self.part_size == 0 or self.read_bytes == self.size:
+                self.parts.append(self.part.digest())
+                self.part = hashlib.md5(usedforsecurity=False)
 
     def close(self) -> None:
         """Stop reading (the source's file is closed)."""
@@ -157,22 +190,19 @@ class Verified:
         raise MoveError(Reason.NONE, f"{self.where} ended before its {self.size} bytes.")
 
 
-def _split(data: bytes, at: int) -> Iterator[bytes]:
-    """``data`` (starting at offset ``at``) cut at part boundaries."""
-    while data:
-        room = PART_SIZE - at % PART_SIZE
-        yield data[:room]
-        at += len(data[:room])
-        data = data[room:]
+def part_size(size: int) -> int:
+    """The part size of an upload of ``size`` bytes: ``PART_SIZE``, or for an object above
+    ``MAX_PARTS`` of them, the least number of MiB that keeps within S3's limit."""
+    return max(PART_SIZE, -(-size // (MAX_PARTS * MIB)) * MIB)
 
 
 def upload(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> None:
-    """Replace the object at ``key`` with the reader's bytes, verified on the way (SHA-256) and
-    after (the ETag the store answered)."""
+    """Replace the object at ``key`` with the reader's bytes (in parts of ``reader.part_size``),
+    verified on the way (SHA-256) and after (the ETag the store answered)."""
     where = f"s3://{bucket}/{key}"
     try:
         result = s3.put_object(bucket, key, cast(BinaryIO, reader), reader.size,
-                               part_size=PART_SIZE, num_parallel_uploads=1,
+                               part_size=reader.part_size, num_parallel_uploads=UPLOADS,
                                metadata={OWNER: owner, SHA256: reader.expected})
     except MoveError:
         raise

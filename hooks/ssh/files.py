@@ -1,5 +1,14 @@
-"""Files on a cluster over SFTP, for the mover Pods: streamed in bounded windows, written under
-a temporary name and renamed, so that a file is never partial under its final name.
+"""Files on a cluster over SFTP, for the mover Pods: streamed with a bounded number of reads in
+flight, written under a temporary name and renamed, so that a file is never partial under its
+final name.
+
+Reads are pipelined here rather than with paramiko's ``readv``/``prefetch``: their prefetch
+thread races the responses (a window whose requests are all answered before the thread has
+recorded the last one counts as done), after which the rest of the file is read one 32 KiB
+request at a time, and the answers still arriving pile up in the file object until it is
+closed. A large file then held about a third of its size in memory and crawled. ``read`` keeps
+``DEPTH`` requests of ``REQUEST`` bytes in flight, on SFTPClient's own request and response
+calls, and hands each answer on in order as it arrives.
 
 Paths are absolute or relative to the login user's home (SFTP starts there). Every failure is
 an ``hooks.ssh.errors.SSHError`` with one sentence.
@@ -8,17 +17,27 @@ an ``hooks.ssh.errors.SSHError`` with one sentence.
 from __future__ import annotations
 
 import stat
+from collections import deque
 from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, cast
 
 import paramiko
+from paramiko.message import Message
+from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, SFTP_EOF, int64
 
 from hooks.ssh import errors
 from hooks.ssh.client import Connection
 
-CHUNK = 256 * 1024
-WINDOW = 32
-"""Reads in flight at once: a window of ``WINDOW * CHUNK`` bytes (8 MiB) is the most a read
+REQUEST = 255 * 1024
+"""Bytes asked for by one read request: OpenSSH's sftp-server answers up to 255 KiB. A server
+may answer fewer; the rest is asked again, and later requests ask for no more than it answered."""
+DEPTH = 16
+"""Read requests in flight at once: ``DEPTH * REQUEST`` bytes (about 4 MiB) are the most a read
 holds in memory, whatever the file's size."""
+WINDOW = 8 * 1024 * 1024
+PACKET = 256 * 1024
+"""The SFTP channel's window and largest packet: room for every answer in flight, in packets
+eight times paramiko's default (the cost of a transfer is mostly per packet)."""
 
 
 class RemoteFiles:
@@ -27,7 +46,8 @@ class RemoteFiles:
     def __init__(self, conn: Connection) -> None:
         self.host = conn.target.host
         try:
-            sftp = paramiko.SFTPClient.from_transport(conn.transport)
+            sftp = paramiko.SFTPClient.from_transport(conn.transport, window_size=WINDOW,
+                                                      max_packet_size=PACKET)
         except (paramiko.SSHException, OSError, EOFError) as err:
             raise self._failed("open", "a session", err) from err
         if sftp is None:
@@ -88,19 +108,67 @@ class RemoteFiles:
         return written
 
     def read(self, path: str, size: int) -> Iterator[bytes]:
-        """The first ``size`` bytes of a file, in order, ``WINDOW`` reads in flight at most."""
+        """The first ``size`` bytes of a file, in order, ``DEPTH`` requests in flight at most;
+        fewer bytes when the file is shorter."""
         try:
             with self.sftp.open(path, "rb") as remote:
-                offset = 0
-                while offset < size:
-                    span = min(size - offset, WINDOW * CHUNK)
-                    parts = [(at, min(CHUNK, offset + span - at))
-                             for at in range(offset, offset + span, CHUNK)]
-                    yield from remote.readv(parts)
-                    offset += span
+                yield from _pipelined(cast(_Requests, self.sftp), cast(bytes, remote.handle),
+                                      size)
         except (OSError, paramiko.SSHException, EOFError) as err:
             raise self._failed("read", path, err) from err
 
     def _failed(self, what: str, path: str, err: BaseException) -> errors.SSHError:
         return errors.ClusterUnreachable(self.host, f"SFTP {what} of {path} on {self.host} "
                                                     f"failed: {err}")
+
+
+class _Requests(Protocol):
+    """SFTPClient's own calls, under its read-ahead: send a request for an object, read one
+    answer and hand it to the object its request was made for."""
+
+    def _async_request(self, fileobj: Any, kind: int, *args: Any) -> int: ...
+
+    def _read_response(self, waitfor: int | None = None) -> tuple[Any, Any]: ...
+
+
+class _Answers:
+    """The answers to one file's read requests, by request number, as SFTPClient hands them to
+    the object a request was made for."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[int, tuple[int, Message]] = {}
+
+    def _async_response(self, kind: int, msg: Message, num: int) -> None:
+        self.arrived[num] = (kind, msg)
+
+
+def _pipelined(sftp: _Requests, handle: bytes, size: int) -> Iterator[bytes]:
+    answers, asking = _Answers(), REQUEST
+    flight: deque[tuple[int, int, int]] = deque()
+    offset = 0
+
+    def ask(at: int, length: int) -> tuple[int, int, int]:
+        return (sftp._async_request(answers, CMD_READ, handle, int64(at), int(length)), at,
+                length)
+
+    while offset < size or flight:
+        while offset < size and len(flight) < DEPTH:
+            flight.append(ask(offset, min(asking, size - offset)))
+            offset += flight[-1][2]
+        num, at, length = flight.popleft()
+        while num not in answers.arrived:
+            sftp._read_response()
+        kind, msg = answers.arrived.pop(num)
+        if kind == CMD_STATUS:
+            if msg.get_int() == SFTP_EOF:
+                return
+            raise OSError(f"the server answered {msg.get_text()!r}")
+        if kind != CMD_DATA:
+            raise OSError(f"the server answered message type {kind} to a read")
+        data = msg.get_binary()
+        if not data:
+            return
+        if len(data) < length:
+            asking = max(len(data), 1024)
+            flight.appendleft(ask(at + len(data), length - len(data)))
+        yield data

@@ -10,18 +10,25 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.driver import REPO, Driver
 
 Object = dict[str, Any]
 
 
+class Ran(NamedTuple):
+    code: int
+    peak_rss: int
+    """The container's peak resident memory (bytes): its process's VmHWM when it ended."""
+
+
 def run_mover(driver: Driver, pod: Object, claims: dict[str, Path], *,
-              timeout: float = 600.0, kill_after: float | None = None) -> int:
+              timeout: float = 600.0, kill_after: float | None = None) -> Ran:
     """Run the mover Pod once (SIGKILL after ``kill_after`` seconds, as a node that dies)
-    and record its end in the Pod's status; its exit status."""
+    and record its end in the Pod's status; its exit status and peak RSS."""
     spec = pod["spec"]
     (container,) = spec["containers"]
     assert not any("valueFrom" in e for e in container.get("env", [])), "a secret in env"
@@ -47,11 +54,7 @@ def run_mover(driver: Driver, pod: Object, claims: dict[str, Path], *,
         process = subprocess.Popen([*command, *args], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, cwd=REPO,
                                    env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-        try:
-            returncode = process.wait(timeout=kill_after or timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            returncode = process.wait()
+        returncode, peak = finished(process, kill_after or timeout)
         message = report.read_text() if report.exists() else ""
     ended = {"exitCode": returncode, "message": message}
     old = (pod.get("status") or {}).get("containerStatuses") or [{}]
@@ -63,4 +66,23 @@ def run_mover(driver: Driver, pod: Object, claims: dict[str, Path], *,
         pod["status"] = {"phase": "Running", "containerStatuses": [
             {"restartCount": restarts + 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
              "lastState": {"terminated": ended}}]}
-    return returncode
+    return Ran(returncode, peak)
+
+
+def finished(process: subprocess.Popen[bytes], seconds: float) -> tuple[int, int]:
+    """The exit status of ``process`` (SIGKILLed after ``seconds``) and its peak RSS: its
+    VmHWM, read every 20 ms until it ends. (The ``ru_maxrss`` that wait4 reports is no
+    substitute: it counts the forking parent's RSS too.)"""
+    deadline, peak = time.monotonic() + seconds, 0
+    status = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None:
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            lines = []
+        peak = max([peak, *(int(line.split()[1]) * 1024 for line in lines
+                            if line.startswith("VmHWM:"))])
+        if time.monotonic() > deadline:
+            process.kill()
+        time.sleep(0.02)
+    return process.returncode, peak

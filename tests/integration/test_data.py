@@ -5,6 +5,7 @@ of the attempt's directory."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from minio import Minio
 
+from hooks.core.movers import PEAK_MEMORY
 from tests.driver import Driver
 from tests.integration.conftest import NAMESPACE, Cluster, ObjectStore, start
 from tests.integration.kubelet import run_mover
@@ -184,7 +186,7 @@ def test_a_mover_killed_mid_copy_and_run_again_leaves_the_same_objects(
     del obj
     (pod,) = [p for p in driver.pods_of(NAMESPACE, name)
               if p["metadata"]["name"] == f"{name}-outputs"]
-    assert run_mover(driver, pod, {"results": tmp_path}, kill_after=2.0) != 0
+    assert run_mover(driver, pod, {"results": tmp_path}, kill_after=2.0).code != 0
     assert not (tmp_path / "big.bin").exists()
     obj = drive(driver, name, {"results": tmp_path}, until={"Succeeded", "Failed"})
     assert obj["status"]["phase"] == "Succeeded", obj["status"]
@@ -193,3 +195,38 @@ def test_a_mover_killed_mid_copy_and_run_again_leaves_the_same_objects(
     assert (tmp_path / "big.bin").read_bytes() == source
     assert [p.name for p in tmp_path.iterdir()] == ["big.bin"]
     driver.finalize(NAMESPACE, name)
+
+
+def test_a_movers_memory_does_not_grow_with_the_size(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, tmp_path: Path,
+) -> None:
+    """Outputs of 64 MiB and of 512 MiB, each to S3 and to a claim by a run of its own: the
+    larger run's peak RSS is the smaller one's, within 16 MiB, and within the movers' bound."""
+    s3 = client(object_store)
+    results_bucket = bucket(s3, "hpcbridge-results")
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    start(driver, cluster, name, "#!/bin/bash\nhead -c 64M /dev/urandom > m64.bin\n"
+          "head -c 512M /dev/urandom > m512.bin\n",
+          storage={"s3": {"endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}},
+          outputs=[{"path": "m*.bin", "s3": {"bucket": results_bucket, "prefix": f"{name}/"}},
+                   {"path": "m*.bin", "persistentVolumeClaim": {"claimName": "results"}}])
+    driver.run_until(NAMESPACE, name, lambda o: (o.get("status") or {}).get(
+        "reason") == "CollectingOutputs", timeout=300)
+    (pod,) = [p for p in driver.pods_of(NAMESPACE, name)
+              if p["metadata"]["name"] == f"{name}-outputs"]
+    peaks = {}
+    for size in (64, 512):
+        one = copy.deepcopy(pod)
+        (container,) = one["spec"]["containers"]
+        container["args"] = [a.replace("m*.bin", f"m{size}.bin") for a in container["args"]]
+        ran = run_mover(driver, one, {"results": tmp_path})
+        assert ran.code == 0
+        assert (tmp_path / f"m{size}.bin").stat().st_size == size * 2**20
+        peaks[size] = ran.peak_rss
+    try:
+        assert 0 < peaks[512] <= peaks[64] + 16 * 2**20, peaks
+        assert peaks[512] <= PEAK_MEMORY, peaks
+    finally:
+        for size in (64, 512):
+            s3.remove_object(results_bucket, f"{name}/m{size}.bin")
+        driver.finalize(NAMESPACE, name)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hooks import __version__, cli, logs
+from hooks.movers import program
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +25,7 @@ def test_python_m_hooks_answers_help_with_its_commands() -> None:
     done = python_m_hooks("--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: hpcbridge ")
-    assert {"serve", "logs", "--version"} <= set(done.stdout.split())
+    assert {"serve", "logs", "movers", "--version"} <= set(done.stdout.split())
 
 
 def test_version_is_the_package_version() -> None:
@@ -87,17 +89,20 @@ def test_serve_refuses_options_it_does_not_know(
     assert execve == []
 
 
-def test_logs_passes_every_argument_to_the_log_program(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("command", "program_of"), [("logs", logs), ("movers", program)])
+def test_logs_and_movers_pass_every_argument_to_their_pods_program(
+    command: str, program_of: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     calls: list[tuple[list[str], str]] = []
 
     def main(argv: list[str], prog: str) -> int:
         calls.append((argv, prog))
         return 7
 
-    monkeypatch.setattr(logs, "main", main)
-    argv = ["--backend", "slurm", "--host", "login", "--follow", "--help"]
-    assert cli.main(["logs", *argv]) == 7
-    assert calls == [(argv, "hpcbridge logs")]
+    monkeypatch.setattr(program_of, "main", main)
+    argv = ["outputs", "--host", "login", "--follow", "--help"]
+    assert cli.main([command, *argv]) == 7
+    assert calls == [(argv, f"hpcbridge {command}")]
 
 
 def test_logs_help_is_the_log_programs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,3 +112,10 @@ def test_logs_help_is_the_log_programs(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert out.startswith("usage: hpcbridge logs ")
     assert "--remote-dir" in out
+
+
+def test_movers_answers_help_with_its_own_program() -> None:
+    done = python_m_hooks("movers", "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: hpcbridge movers ")
+    assert "{inputs,outputs}" in done.stdout

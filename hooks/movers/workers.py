@@ -1,0 +1,73 @@
+"""Work beside the main thread: ``background`` work, such as the cluster's digests of the
+large files, and copies of small files, ``WORKERS`` at a time. A small file's cost is round
+trips (an SFTP open, read and close; an object's stat and put; a file's and its directory's
+fsync), not bytes, so the mover waits for several at once. Each worker has an SFTP session of
+its own on the one SSH connection (a session's reads are pipelined by one thread,
+``hooks.ssh.files``); at most ``2 * WORKERS`` copies are queued at a time, so memory does not
+grow with the number of files.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+from hooks.ssh.client import Connection
+from hooks.ssh.files import RemoteFiles
+
+WORKERS = 4
+Job = TypeVar("Job")
+Result = TypeVar("Result")
+
+
+def background(work: Callable[[], Result]) -> Callable[[], Result]:
+    """Start ``work`` on a thread of its own; the call that waits for its result (or raises its
+    error). The thread is a daemon: a SIGTERM ends the mover without waiting for it."""
+    future: Future[Result] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as err:  # handed to the caller, who raises it
+            future.set_exception(err)
+
+    threading.Thread(target=run, name="background", daemon=True).start()
+    return future.result
+
+
+def each(conn: Connection, jobs: Iterable[Job], copy: Callable[[RemoteFiles, Job], int]) -> int:
+    """``copy`` every job, ``WORKERS`` at a time, and the sum of what the copies answered; the
+    first copy that raises stops the rest (those already running end their file)."""
+    local = threading.local()
+    opened: list[RemoteFiles] = []
+    lock = threading.Lock()
+
+    def run(job: Job) -> int:
+        files = getattr(local, "files", None)
+        if files is None:
+            files = local.files = RemoteFiles(conn)
+            with lock:
+                opened.append(files)
+        return copy(files, job)
+
+    total = 0
+    pending: set[Future[int]] = set()
+    try:
+        with ThreadPoolExecutor(WORKERS, thread_name_prefix="copy") as pool:
+            try:
+                for job in jobs:
+                    if len(pending) >= 2 * WORKERS:
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        total += sum(f.result() for f in done)
+                    pending.add(pool.submit(run, job))
+                total += sum(f.result() for f in wait(pending).done)
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+    finally:
+        for files in opened:
+            files.close()
+    return total
