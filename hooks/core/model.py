@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hooks.core.reasons import Reason as Reason
+from hooks.core.reasons import Reason
 
 if TYPE_CHECKING:
     from hooks.core.data import DataInput, Output, S3Storage

@@ -21,7 +21,8 @@ from typing import Any
 
 from hooks.core import children
 from hooks.core.data import When
-from hooks.core.model import ClusterRef, JobRequest, Phase, Reason, job_root
+from hooks.core.model import ClusterRef, JobRequest, Phase, job_root
+from hooks.core.reasons import Reason
 from hooks.core.transfers import Stage, Transfer
 
 REPORT_PATH = "/dev/termination-log"

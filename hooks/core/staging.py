@@ -16,7 +16,8 @@ from typing import Any
 
 from hooks.core import answer, lifecycle, movers
 from hooks.core.effects import Answer
-from hooks.core.model import JobRequest, Phase, Reason
+from hooks.core.model import JobRequest, Phase
+from hooks.core.reasons import Reason
 from hooks.core.request import Call
 from hooks.core.rounds import Round
 from hooks.core.status import Status

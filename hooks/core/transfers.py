@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks.core.fields import INT64
-from hooks.core.model import Phase, Reason
+from hooks.core.model import Phase
+from hooks.core.reasons import Reason
 from hooks.core.text import readable
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from minio import Minio
 
-from hooks.core.model import Reason
+from hooks.core.reasons import Reason
 from hooks.core.text import has_control, shown
 from hooks.movers.store import MoveError, download, objects
 from hooks.ssh.files import RemoteFiles

@@ -25,7 +25,7 @@ from typing import Any
 from minio import Minio
 
 from hooks.core.data import matches
-from hooks.core.model import Reason
+from hooks.core.reasons import Reason
 from hooks.core.text import has_control, shown
 from hooks.deadline import Deadline
 from hooks.movers import workers

@@ -10,7 +10,8 @@ from typing import Any
 from hooks.core import movers
 from hooks.core.children import LAST_APPLIED
 from hooks.core.data import When
-from hooks.core.model import JobRequest, Phase, Reason
+from hooks.core.model import JobRequest, Phase
+from hooks.core.reasons import Reason
 from hooks.core.transfers import Stage
 from tests.unit.conftest import UID, raw_spec, spec_of
 
