@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from hooks.core.children import LAST_APPLIED
-from hooks.core.effects import Submit
+from hooks.core.effects import Cleanup, ListActive, Submit
 from hooks.core.model import Outcome, TaskState
 from tests.unit.builders import SUBMITTED, Loop, Run, condition, queue, request, submitted_loop
 
@@ -99,3 +99,17 @@ def test_outputs_that_fail_fail_a_succeeded_job_and_never_a_failed_jobs_reason()
     skipped = submitted_loop(storage=STORAGE, outputs=OUTPUTS)
     not_due = skipped.sync(finished(3))
     assert not_due.status["phase"] == "Failed" and "outputs" not in not_due.status
+
+
+def test_deleting_the_batchjob_mid_copy_stops_the_mover_and_removes_the_directory() -> None:
+    """Finalize answers without the mover Pod, so Metacontroller deletes it (the copy stops
+    with its Pod), and still cancels what is left and removes the remote directory."""
+    loop = submitted_loop(storage=STORAGE, outputs=OUTPUTS)
+    ended = loop.sync(finished(0))
+    assert mover(ended, "outputs")
+    loop.body["finalizing"] = True
+    gone = loop.sync({ListActive: (), Cleanup: "removed"})
+    assert gone.kinds[:2] == ["ListActive", "Cleanup"]
+    assert gone.answer.body["finalized"] is True
+    assert not [c for c in gone.answer.body["children"]
+                if c["metadata"]["name"].endswith(("-outputs", "-inputs"))]
