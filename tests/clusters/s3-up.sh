@@ -77,8 +77,18 @@ EOF
     )
 }
 
+# The server of this state directory is running: its pid file names a live weed serving this
+# state's data directory. Another checkout's venv may have started it (its weed is another
+# file), and it serves this checkout's tests all the same.
 running() {
-    pid_alive "$STATE/$PIDFILE_REL" "$WEED"
+    local pid exe
+    [[ -r $STATE/$PIDFILE_REL ]] || return 1
+    pid=$(<"$STATE/$PIDFILE_REL")
+    pid=${pid//[[:space:]]/}
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    exe=$(readlink -f -- "/proc/$pid/exe" 2>/dev/null) || return 1
+    [[ ${exe##*/} == weed* ]] || return 1
+    tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "-dir=$STATE/data"
 }
 
 check_ports() {
