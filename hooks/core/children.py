@@ -69,10 +69,7 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
         args.append("--follow")
     if spec.cluster.insecure_skip_host_key_check:
         args.append("--insecure-skip-host-key-check")
-    if spec.cluster.site:
-        # A BatchCluster's host keys, the only ones trusted on its route (public, no Secret).
-        args += [f"--batchcluster={spec.cluster.site}",
-                 f"--known-hosts={spec.cluster.known_hosts}"]
+    args += site_args(spec.cluster)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -117,6 +114,14 @@ def log_pod(job: JobRequest, *, job_ids: tuple[str, ...], image: str) -> dict[st
             "volumes": volumes,
         },
     }
+
+
+def site_args(cluster: ClusterRef) -> list[str]:
+    """A BatchCluster's name and host keys, the only keys a child Pod trusts on its route
+    (public, no Secret); nothing for a route the BatchJob names itself."""
+    if not cluster.site:
+        return []
+    return [f"--batchcluster={cluster.site}", f"--known-hosts={cluster.known_hosts}"]
 
 
 def hop_dirs(cluster: ClusterRef) -> list[str]:

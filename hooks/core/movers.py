@@ -166,7 +166,7 @@ def login_args(cluster: ClusterRef) -> list[str]:
         args.append(f"--jump={hop.host},{hop.port},{directory},{check}")
     if cluster.insecure_skip_host_key_check:
         args.append("--insecure-skip-host-key-check")
-    return args
+    return [*args, *children.site_args(cluster)]
 
 
 def _pod(job: JobRequest, direction: str, plan: list[dict[str, Any]], claims: list[str], *,

@@ -25,7 +25,7 @@ from hooks.core.movers import Report
 from hooks.core.secret import SecretError
 from hooks.core.transfers import Stage
 from hooks.deadline import Deadline
-from hooks.logs import checked, jump_arg, read_secret
+from hooks.logs import checked, jump_arg, read_secret, trusting
 from hooks.movers import inputs, outputs
 from hooks.movers.store import MoveError, client
 from hooks.ssh import errors
@@ -66,10 +66,12 @@ def _run(args: argparse.Namespace) -> tuple[int, int]:
     plan = json.loads(args.plan)
     s3 = (client(args.endpoint, args.region, Path(args.s3_secret_dir))
           if args.endpoint else None)
-    credentials = checked(read_secret(Path(args.secret_dir)))
+    credentials = checked(trusting(read_secret(Path(args.secret_dir)), args.known_hosts))
     jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
-                       checked(read_secret(hop.secret_dir), jump=hop.host)) for hop in args.jump)
-    target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps)
+                       checked(trusting(read_secret(hop.secret_dir), args.known_hosts),
+                               jump=hop.host)) for hop in args.jump)
+    target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps,
+                    site=args.batchcluster)
     conn = connect(target, credentials, deadline=Deadline.after(30))
     try:
         files = RemoteFiles(conn)
@@ -112,6 +114,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--jump", action="append", default=[], type=jump_arg,
                         metavar="HOST,PORT,SECRET_DIR,CHECK")
     parser.add_argument("--insecure-skip-host-key-check", action="store_true")
+    parser.add_argument("--batchcluster", default="",
+                        help="the BatchCluster of the route, whose host keys --known-hosts holds")
+    parser.add_argument("--known-hosts", default=None,
+                        help="the BatchCluster's knownHosts: the only host keys trusted")
     parser.add_argument("--remote-dir", required=True, help="the attempt's directory")
     parser.add_argument("--staging-dir", default="", help="inputs: where they are staged")
     parser.add_argument("--owner", required=True, help="the BatchJob's uid")

@@ -5,6 +5,7 @@ message is hostile text."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from hooks.core import movers
@@ -13,6 +14,7 @@ from hooks.core.data import When
 from hooks.core.model import JobRequest, Phase
 from hooks.core.reasons import Reason
 from hooks.core.transfers import Stage
+from hooks.movers import program
 from tests.unit.conftest import UID, raw_spec, spec_of
 
 STORAGE = {"s3": {"endpoint": "http://s3.site:9000", "secretRef": {"name": "s3-creds"}}}
@@ -95,3 +97,17 @@ def test_hostile_reports_and_other_pods_count_for_nothing() -> None:
             {"state": {"terminated": {"exitCode": 0, "message": message}}}]), pod)
         assert seen.files >= 0 and seen.bytes >= 0 and seen.reason in (
             Reason.NONE, Reason.OUTPUTS_FAILED)
+
+
+def test_a_mover_on_a_batchclusters_route_trusts_its_host_keys_only() -> None:
+    """As the log Pod does: the BatchCluster's knownHosts are handed to the mover, which trusts
+    them instead of any known_hosts in the login Secret."""
+    site = replace(INPUTS, spec=replace(INPUTS.spec, cluster=replace(
+        INPUTS.spec.cluster, site="hpc-a", known_hosts="login.hpc ssh-ed25519 AAAA")))
+    (container,) = movers.inputs_pod(site, image="img")["spec"]["containers"]
+    assert "--batchcluster=hpc-a" in container["args"]
+    assert "--known-hosts=login.hpc ssh-ed25519 AAAA" in container["args"]
+    parsed = program._parser("movers").parse_args(container["args"])
+    assert (parsed.batchcluster, parsed.known_hosts) == ("hpc-a", "login.hpc ssh-ed25519 AAAA")
+    (own,) = movers.inputs_pod(INPUTS, image="img")["spec"]["containers"]
+    assert not [a for a in own["args"] if a.startswith(("--batchcluster", "--known-hosts"))]
