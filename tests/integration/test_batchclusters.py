@@ -21,11 +21,13 @@ from tests.integration.conftest import (
     STATUS_TTL,
     Bastion,
     Cluster,
+    ObjectStore,
     clusters_with_key,
     condor,
     jobs_named,
     read_from,
 )
+from tests.integration.test_data import bucket, client, drive, put
 
 LABEL = "hpc.example.org/test-site"
 HELLO = '#!/bin/sh\necho "site $(hostname)"\n'
@@ -271,3 +273,25 @@ def test_without_direct_clusters_a_host_is_refused_and_a_batchcluster_runs(
     assert status["phase"] == "Succeeded", status
     driver.finalize(NAMESPACE, name)
     driver.finalize(NAMESPACE, f"{name}-direct")
+
+
+def test_data_moves_over_a_batchclusters_route(
+        driver: Driver, cluster: Cluster, bastion: Bastion, object_store: ObjectStore,
+        name: str) -> None:
+    """The mover Pods take the BatchCluster's route and trust its knownHosts, as the log Pod
+    does: the login Secret holds no known_hosts."""
+    prepare(driver, cluster, bastion, name)
+    s3 = client(object_store)
+    data_bucket, results_bucket = bucket(s3), bucket(s3, "hpcbridge-results")
+    put(s3, data_bucket, f"{name}/in.txt", b"site input\n")
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    driver.create(named(
+        name, "#!/bin/sh\nmkdir -p out\ncat in.txt > out/copy.txt\n",
+        storage={"s3": {"endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}},
+        inputs=[{"s3": {"bucket": data_bucket, "key": f"{name}/in.txt"}, "path": "in.txt"}],
+        outputs=[{"path": "out/copy.txt",
+                  "s3": {"bucket": results_bucket, "prefix": f"{name}/"}}]))
+    status = drive(driver, name, {}, until={"Succeeded", "Failed"})["status"]
+    assert status["phase"] == "Succeeded", status
+    assert s3.get_object(results_bucket, f"{name}/out/copy.txt").read() == b"site input\n"
+    driver.finalize(NAMESPACE, name)
