@@ -33,19 +33,24 @@ from tests.integration.conftest import (
     start,
 )
 
+ACTIVE = frozenset({"", "PENDING", "RUNNING", "COMPLETING", "REQUEUED", "SUSPENDED"})
+"""What sacct may still say of a job that has ended, until slurmdbd has its final record."""
+
 
 def sacct_state(job_id: str) -> str:
-    """SLURM's accounted state of a job, its first word (``CANCELLED`` of ``CANCELLED by 0``).
-    slurmctld hands a job's record to slurmdbd in the background: until it arrives (a few
-    seconds on a busy machine) sacct knows no state, so ask again for up to a minute."""
+    """SLURM's accounted state of an ended job, its first word (``CANCELLED`` of ``CANCELLED by
+    0``). slurmctld hands a job's records to slurmdbd in the background: until the last one
+    arrives (seconds on a busy machine) sacct knows no state or the job's earlier one, so ask
+    again for up to a minute."""
+    state = ""
     for _ in range(60):
         out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
                              capture_output=True, text=True, check=True).stdout
         state = out.split("\n")[0].split(" ")[0]
-        if state:
+        if state not in ACTIVE:
             return state
         time.sleep(1)
-    return ""
+    return state
 
 
 def slurm_jobs(slurm: Cluster, key: str) -> list[str]:
