@@ -13,9 +13,6 @@ target's, whose BatchJobs it concerns.
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
-import hmac
 import io
 import socket
 
@@ -25,6 +22,7 @@ from hooks.core.secret import Credentials, SecretError, read_certificate
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target
+from hooks.ssh.host_keys import KnownKeys, key_family, known_host_keys
 
 OPEN_FAILURES = {
     1: "administratively prohibited (its sshd does not allow this tunnel)",
@@ -141,7 +139,7 @@ def _handshake(
 ) -> None:
     if known and known.keys:
         options = transport.get_security_options()
-        preferred = [t for t in options.key_types if _key_family(t) in known.keys]
+        preferred = [t for t in options.key_types if key_family(t) in known.keys]
         options.key_types = preferred + [t for t in options.key_types if t not in preferred]
     transport.banner_timeout = deadline.socket_timeout()
     try:
@@ -249,67 +247,3 @@ def _load_certificate(pkey: paramiko.PKey, text: str, leg: Leg) -> None:
             "KEY.pub)")
     # The certificate as a message, never as text: paramiko reads a text that names a file.
     pkey.load_certificate(paramiko.Message(base64.b64decode(text.split()[1])))
-
-
-class KnownKeys:
-    """The keys a known_hosts lists for one host name: usable ones by key type, and the key
-    blobs marked ``@revoked``."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, paramiko.PKey] = {}
-        self.revoked: set[bytes] = set()
-
-    def __bool__(self) -> bool:
-        return bool(self.keys or self.revoked)
-
-
-def known_host_keys(credentials: Credentials, target: Target) -> KnownKeys:
-    """The keys known_hosts lists for the target's known_hosts name (hashed names included).
-
-    Lines ``hooks.core.secret.check_known_hosts`` refuses never get here from a Secret the
-    hooks parsed; this reads what it can and skips the rest (a key type paramiko does not
-    know, say). ``@cert-authority`` lines are skipped: host certificates cannot be verified.
-    """
-    found = KnownKeys()
-    name = target.known_hosts_name
-    for line in (credentials.known_hosts or "").splitlines():
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker not in (None, "@revoked") or len(fields) < 3:
-            continue
-        if not any(_name_matches(pattern, name) for pattern in fields[0].split(",")):
-            continue
-        try:
-            key = paramiko.PKey.from_type_string(
-                fields[1], base64.b64decode(fields[2], validate=True))
-        except (paramiko.SSHException, binascii.Error, ValueError, TypeError):
-            continue
-        if marker == "@revoked":
-            found.revoked.add(key.asbytes())
-        else:
-            found.keys.setdefault(key.get_name(), key)
-    return found
-
-
-def _name_matches(pattern: str, name: str) -> bool:
-    """Whether a known_hosts host name field matches ``name``: equal, or hashed from it
-    (``|1|salt|hash``, an HMAC-SHA1 of the name keyed with the salt)."""
-    if not pattern.startswith("|1|"):
-        return pattern == name
-    parts = pattern.split("|")
-    if len(parts) != 4:
-        return False
-    try:
-        salt, digest = (base64.b64decode(part, validate=True) for part in parts[2:])
-    except (binascii.Error, ValueError):
-        return False
-    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
-
-
-def _key_family(key_type: str) -> str:
-    """The known_hosts name of a negotiated host key algorithm."""
-    if key_type.startswith("rsa-sha2-"):
-        return "ssh-rsa"
-    return key_type.removesuffix("-cert-v01@openssh.com")

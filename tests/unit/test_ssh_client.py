@@ -26,7 +26,8 @@ from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target
-from hooks.ssh.login import Leg, connect, known_host_keys, usable_key
+from hooks.ssh.host_keys import known_host_keys
+from hooks.ssh.login import Leg, connect, usable_key
 from tests.unit.conftest import Keygen, need_ssh_keygen, silent_host
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
