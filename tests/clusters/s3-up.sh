@@ -119,10 +119,23 @@ start_weed() {
     record_started "$STARTED_FILE" "$pidfile"
 }
 
+# The process of the pid file exists, whatever it runs yet: just after start_weed it may still be
+# env or setsid on their way to exec weed (long enough to see on a busy machine).
+exists() {
+    local pid
+    pid=$(cat -- "$STATE/$PIDFILE_REL" 2>/dev/null) || return 1
+    pid=${pid//[[:space:]]/}
+    [[ $pid =~ ^[0-9]+$ && -e /proc/$pid ]]
+}
+
 # Ready is later than listening: a bucket can be created only once the volume server has
 # registered, so readiness is a real signed operation that works.
 ready() {
-    running || { tail -n 20 "$STATE/log/weed.out" >&2; die "the S3 server exited"; }
+    if ! running; then
+        exists && return 1
+        tail -n 20 "$STATE/log/weed.out" >&2
+        die "the S3 server exited"
+    fi
     HPCBRIDGE_S3_CHECK_KEYS="$STATE/keys" "$PYTHON" - "$HOST:$PORT" "$READY_BUCKET" \
         >/dev/null 2>&1 <<'EOF'
 import os, sys
