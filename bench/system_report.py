@@ -127,7 +127,8 @@ def render(r: dict[str, Any], command: str) -> str:
         "Times to all job ids and to all Succeeded count from the moment the last BatchJob "
         "existed; BatchJobs per second from the start of `kubectl create`. Writes as the "
         "watches saw them (an update that changes nothing is not stored and not counted), "
-        "from creation until the BatchJob is gone:", "",
+        "from creation until the BatchJob is gone; metadata writes include the delete (its "
+        "deletionTimestamp) and the removal of the last finalizer:", "",
         *writes_table(r), "",
         "- status writes per BatchJob: " + ", ".join(
             f"{count} BatchJobs had {k}" for k, count in r["status_writes"].items()),
