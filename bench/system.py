@@ -32,7 +32,7 @@ import requests
 from bench import prometheus, system_report
 from bench.cluster_env import ClusterEnv
 from bench.cpu import TreeCPU
-from bench.kube import Kube, kubectl
+from bench.kube import Kube, KubeError, kubectl
 from bench.writes import Recorder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +62,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--disrupt", metavar="CMD", help="a shell command run once, when "
                         "half of the BatchJobs have job ids")
     parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
-                        help="measure request rates over SECONDS once all are active")
+                        help="measure request rates over SECONDS once all are active (needs "
+                             "long scripts; the run then waits for the end, up to --timeout)")
     parser.add_argument("--hooks-metrics", metavar="URL",
                         help="the hooks' Prometheus endpoint, e.g. http://127.0.0.1:8080/metrics")
     parser.add_argument("--cpu", action="append", default=[], metavar="NAME=PID",
@@ -75,6 +76,8 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
                         help="print every write of BatchJob NAME, with what changed")
     parser.add_argument("--out", type=Path, default=Path("bench/results.md"))
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs takes a positive number")
     if args.batchcluster and not args.secret:
         parser.error("--batchcluster needs --secret")
     if any("=" not in c or not c.split("=", 1)[1].isdigit() for c in args.cpu):
@@ -259,7 +262,10 @@ class Run:
 
 def main(argv: list[str] | None = None) -> int:
     args = options(argv)
-    kube = Kube()
+    try:
+        kube = Kube()
+    except KubeError as e:
+        raise SystemExit(str(e)) from None
     run = Run(kube, args)
     try:
         run.create(run.prepare())
@@ -267,9 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         run.scheduler_jobs()
         if not args.keep:
             run.delete()
-    except BaseException:
+    except BaseException as e:
         if not args.keep:
             run.abandon()
+        if isinstance(e, KubeError):
+            raise SystemExit(str(e)) from None
         raise
     finally:
         run.stop.set()
@@ -282,7 +290,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump_writes:
         print(system_report.dump(run, args.dump_writes))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
