@@ -1,6 +1,8 @@
 """A SLURM cluster described by an env file (as tests/clusters/slurm-up.sh writes one): the login
 Secret and the ``spec.cluster`` it gives the system benchmark's BatchJobs, and the scheduler
-jobs that sacct lists for them (the hooks submit each with ``--comment=<namespace>/<name>``)."""
+jobs that sacct lists for them, by the job name the hooks give each attempt (``hpcb-<the
+BatchJob's uid>-<attempt>``: the comment they also set is not in accounting unless the cluster
+stores it)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from hooks.core.secret import Credentials
 from hooks.deadline import Deadline
+from hooks.schedulers.slurm.commands import NAME_PREFIX
 from hooks.ssh.client import Target
 from hooks.ssh.login import connect
 from tests.integration.conftest import b64, read_env
@@ -49,28 +52,30 @@ class ClusterEnv:
         return spec
 
     def sacct(self, since: datetime.datetime) -> list[str]:
-        """The Comment of every job submitted since ``since`` (the cluster's local time)."""
+        """The name of every job submitted since ``since`` (the cluster's local time)."""
         credentials = Credentials(self.user, private_key=self.key,
                                   known_hosts=self.known_hosts)
         conn = connect(Target(self.host, self.port), credentials, deadline=Deadline.after(30))
         try:
             done = conn.run(["sacct", "-X", "-n", "-P", "-S", f"{since:%Y-%m-%dT%H:%M:%S}",
-                             "--format=JobID,Comment"], deadline=Deadline.after(60))
+                             "--format=JobName"], deadline=Deadline.after(60))
         finally:
             conn.close()
         if done.exit_status != 0:
             raise RuntimeError(f"sacct failed: {done.stderr.decode(errors='replace')[:300]}")
-        return [line.partition("|")[2] for line in done.out.splitlines() if line]
+        return done.out.split()
 
-    def jobs_per_batchjob(self, namespace: str, since: datetime.datetime,
+    def jobs_per_batchjob(self, uids: dict[str, str], since: datetime.datetime,
                           settle: float = 20) -> Counter[str]:
-        """Scheduler jobs per BatchJob of ``namespace``, asked again every 2 s until two
-        answers agree (slurmdbd records submissions a little later) or ``settle`` s pass."""
-        prefix, last = f"{namespace}/", None
+        """Scheduler jobs per BatchJob (``uids`` maps each uid to its name), asked again every
+        2 s until two answers agree (slurmdbd records submissions a little later) or ``settle``
+        seconds pass."""
+        last = None
         stop = time.monotonic() + settle
         while True:
-            counts = Counter(c.removeprefix(prefix) for c in self.sacct(since)
-                             if c.startswith(prefix))
+            keys = [name.removeprefix(NAME_PREFIX).rpartition("-")[0]
+                    for name in self.sacct(since) if name.startswith(NAME_PREFIX)]
+            counts = Counter(uids[key] for key in keys if key in uids)
             if counts == last or time.monotonic() > stop:
                 return counts
             last = counts

@@ -131,7 +131,7 @@ class Recorder:
                 self.added.setdefault(name, t)
             elif kind == "DELETED":
                 what = "metadata" if prev["metadata"].get("finalizers") else "delete"
-                changes = changed(metadata_of(prev), metadata_of(obj))
+                changes = ["gone: the last finalizer removed"] if what == "metadata" else []
                 self.gone.add(name)
             else:
                 what = classify(prev, obj)
