@@ -29,7 +29,7 @@ from typing import Any
 
 import requests
 
-from bench import prometheus, system_report
+from bench import prometheus, system_options, system_report
 from bench.cluster_env import ClusterEnv
 from bench.cpu import TreeCPU
 from bench.kube import Kube, KubeError, kubectl
@@ -40,49 +40,6 @@ API = "/apis/hpcbridge.io/v1alpha1/namespaces/{}/batchjobs"
 SECRET = "bench-login"
 STABLE = 10.0
 """Steady state starts once the number of Running BatchJobs has not changed for this long."""
-
-
-def options(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--cluster-env", type=Path, metavar="FILE",
-                       help="a SLURM cluster's env file (tests/clusters/slurm-up.sh's): the "
-                            "login Secret and spec.cluster; sacct counts the scheduler jobs")
-    where.add_argument("--batchcluster", metavar="NAME", help="spec.cluster.name")
-    parser.add_argument("--secret", metavar="NAME", help="with --batchcluster: the login "
-                        "Secret to copy from --secret-namespace")
-    parser.add_argument("--secret-namespace", metavar="NS", default="default")
-    parser.add_argument("--backend", default="slurm")
-    parser.add_argument("--jobs", type=int, default=300, metavar="N")
-    parser.add_argument("--script-seconds", type=float, default=0, metavar="S",
-                        help="the script sleeps S seconds (default: it runs `true`)")
-    parser.add_argument("--timeout", type=float, default=900, metavar="S",
-                        help="for every BatchJob to succeed, and again for all to be gone")
-    parser.add_argument("--disrupt", metavar="CMD", help="a shell command run once, when "
-                        "half of the BatchJobs have job ids")
-    parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
-                        help="measure request rates over SECONDS once all are active (needs "
-                             "long scripts; the run then waits for the end, up to --timeout)")
-    parser.add_argument("--hooks-metrics", metavar="URL",
-                        help="the hooks' Prometheus endpoint, e.g. http://127.0.0.1:8080/metrics")
-    parser.add_argument("--cpu", action="append", default=[], metavar="NAME=PID",
-                        help="a process tree whose CPU to measure (repeatable)")
-    parser.add_argument("--mc-args", default="", metavar="TEXT",
-                        help="Metacontroller's flags, recorded with the figures")
-    parser.add_argument("--label", default="run")
-    parser.add_argument("--keep", action="store_true", help="leave the namespace as it is")
-    parser.add_argument("--dump-writes", metavar="NAME",
-                        help="print every write of BatchJob NAME, with what changed")
-    parser.add_argument("--out", type=Path, default=Path("bench/results.md"))
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error("--jobs takes a positive number")
-    if args.batchcluster and not args.secret:
-        parser.error("--batchcluster needs --secret")
-    if any("=" not in c or not c.split("=", 1)[1].isdigit() for c in args.cpu):
-        parser.error("--cpu takes NAME=PID")
-    return args
 
 
 class Run:
@@ -114,7 +71,8 @@ class Run:
         """The namespace, its ServiceAccount and login Secret, the watches; the spec's
         placement part."""
         ns = self.namespace
-        self.kube.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+        labels = dict(label.split("=", 1) for label in self.args.namespace_label)
+        self.kube.post("/api/v1/namespaces", {"metadata": {"name": ns, "labels": labels}})
         # Where no controller-manager makes it, the log Pods need the default ServiceAccount.
         self.kube.post(f"/api/v1/namespaces/{ns}/serviceaccounts",
                        {"metadata": {"name": "default"}}, ok=(409,))
@@ -261,7 +219,7 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = options(argv)
+    args = system_options.parse(argv, __doc__)
     try:
         kube = Kube()
     except KubeError as e:

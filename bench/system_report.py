@@ -19,6 +19,12 @@ def since(times: dict[str, float], start: str, end: str) -> float | None:
     return times[end] - times[start] if start in times and end in times else None
 
 
+def phase(status: dict[str, Any]) -> str:
+    """A BatchJob's phase, with its reason when it has one."""
+    reason = status.get("reason")
+    return str(status.get("phase", "-")) + (f" ({reason})" if reason else "")
+
+
 def figures(run: Run) -> dict[str, Any]:
     """Every figure the report gives, from the finished run, as JSON-ready data."""
     times, n, recorder = dict(run.times), len(run.names), run.recorder
@@ -42,8 +48,7 @@ def figures(run: Run) -> dict[str, Any]:
         "to_ids": since(times, "last", "ids"), "to_complete": since(times, "last", "complete"),
         "from_create_to_ids": since(times, "create", "ids"),
         "from_create_to_complete": since(times, "create", "complete"),
-        "phases": dict(Counter((o.get("status") or {}).get("phase", "-")
-                               for o in recorder.objects.values())),
+        "phases": dict(Counter(phase(o.get("status") or {}) for o in recorder.objects.values())),
         "writes": spread(life),
         "status_writes": dict(sorted(Counter(c["status"] for c in life.values()).items())),
         "syncs_per_batchjob": hooks["sync"] / n if run.hooks_before else None,
