@@ -177,8 +177,8 @@ class Run:
 
     def scheduler_jobs(self) -> None:
         if self.args.cluster_env:
-            uids = {o["metadata"]["uid"]: name for name, o in self.recorder.objects.items()}
-            counts = ClusterEnv(self.args.cluster_env).jobs_per_batchjob(uids, self.started)
+            counts = ClusterEnv(self.args.cluster_env).jobs_per_batchjob(self.recorder.uids(),
+                                                                         self.started)
             per, source = {name: counts[name] for name in self.names}, "sacct"
         else:
             ids = self.recorder.job_ids()

@@ -201,6 +201,11 @@ class Recorder:
         with self.lock:
             return {n: tally(self.writes.get(n, []), since, until) for n in names}
 
+    def uids(self) -> dict[str, str]:
+        """Each BatchJob's uid → its name."""
+        with self.lock:
+            return {o["metadata"]["uid"]: name for name, o in self.objects.items()}
+
     def job_ids(self) -> dict[str, list[str]]:
         """Each BatchJob's distinct job ids over every status it had."""
         with self.lock:
