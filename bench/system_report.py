@@ -41,7 +41,7 @@ def figures(run: Run) -> dict[str, Any]:
         **run.results,
         "label": run.args.label, "machine": report.machine(), "namespace": run.namespace,
         "n": n, "backend": run.args.backend, "script_seconds": run.args.script_seconds,
-        "mc_args": run.args.mc_args, "cluster": (str(run.args.cluster_env or "")
+        "mc_args": run.args.mc_args.strip(), "cluster": (str(run.args.cluster_env or "")
                                                  or f"BatchCluster {run.args.batchcluster}"),
         "kubectl_seconds": since(times, "create", "kubectl"),
         "creation_seconds": since(times, "first", "last"),
@@ -61,7 +61,7 @@ def figures(run: Run) -> dict[str, Any]:
     }
     if "disrupt" in times:
         results["disruption"] = {**results.get("disruption", {}),
-                                 "after_last_created": since(times, "last", "disrupt"),
+                                 "after_create": since(times, "create", "disrupt"),
                                  "seconds": since(times, "disrupt", "disrupted")}
     if "delete" in times:
         deleting = recorder.per_batchjob(run.names, times["delete"], times["gone"])
@@ -135,8 +135,8 @@ def render(r: dict[str, Any], command: str) -> str:
         "from creation until the BatchJob is gone; metadata writes include the delete (its "
         "deletionTimestamp) and the removal of the last finalizer:", "",
         *writes_table(r), "",
-        "- status writes per BatchJob: " + ", ".join(
-            f"{count} BatchJobs had {k}" for k, count in r["status_writes"].items()),
+        "- BatchJobs by their number of status writes: " + ", ".join(
+            f"{k} writes: {count}" for k, count in r["status_writes"].items()),
         "- end phases: " + ", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items())),
     ]
     if r["syncs_per_batchjob"] is not None:
@@ -155,8 +155,8 @@ def render(r: dict[str, Any], command: str) -> str:
         lines.append(steady_line(r["steady"]))
     if "disruption" in r:
         d = r["disruption"]
-        lines.append(f"- disruption: `{d.get('command')}` {seconds(d['after_last_created'])} "
-                     f"after the last was created, took {seconds(d['seconds'])}, exit "
+        lines.append(f"- disruption: `{d.get('command')}` {seconds(d['after_create'])} "
+                     f"after the create began, took {seconds(d['seconds'])}, exit "
                      f"status {d.get('rc', 'unknown')}")
     if "deletion" in r:
         d = r["deletion"]
