@@ -28,6 +28,9 @@ NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED, Reason.STAGING_INPUTS, Reason.INPU
                             Reason.STORAGE_ACCESS_DENIED}
 """Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or
 for a Secret or ConfigMap."""
+QUEUED = "The job is queued."
+"""A new attempt's message: what its first look-up says of an ordinarily queued job, so that
+the sync after the submission has nothing to write."""
 
 
 class Due(enum.StrEnum):
@@ -77,7 +80,7 @@ def submitted(
     what later queries expect to see, whatever the spec says by then."""
     return replace(
         _fresh(prev, p, backend, cluster),
-        message=f"Attempt {p.attempt} was submitted as job {job.job_id}.",
+        message=QUEUED,
         job_ids=job.expected_tasks,
         active=len(job.expected_tasks),
         submit_time=now,
@@ -119,11 +122,14 @@ def observed(
     ):
         reason = Reason.BACKOFF_LIMIT_EXCEEDED
         message = f"{message} The job was resubmitted {p.retries} time(s); backoffLimit is used up."
+    scheduler_reason = summary.scheduler_reason
     if p.attempt_generation < generation and summary.phase not in TERMINAL_PHASES:
         message = (
             f"{message} The spec changed (generation {generation}); the change waits for the end "
             f"of attempt {p.attempt}."
         ).strip()
+    elif _queued_as_before(prev, p, summary):
+        message, scheduler_reason = prev.message, prev.scheduler_reason
     return replace(
         _fresh(prev, p, backend),
         phase=summary.phase,
@@ -136,12 +142,23 @@ def observed(
         cancelled=summary.cancelled,
         exit_code=summary.exit_code,
         signal=summary.signal,
-        scheduler_reason=summary.scheduler_reason,
+        scheduler_reason=scheduler_reason,
         usage=summary.usage,
         submit_time=prev.submit_time or summary.submit_time,
         start_time=summary.start_time,
         completion_time=summary.completion_time,
     ).reached()
+
+
+def _queued_as_before(prev: Status, p: Plan, summary: Summary) -> bool:
+    """Whether the attempt still waits in ordinary queueing (no typed reason) and its status
+    keeps the words it shows: the scheduler's ordinary words (SLURM's ``Priority`` and
+    ``Resources``, or none yet) change as the queue moves and tell the user nothing to act on,
+    and each change would be one more write of the BatchJob. Its first word is shown."""
+    return (summary.phase is Phase.PENDING and summary.reason is Reason.NONE
+            and prev.phase is Phase.PENDING and prev.reason is Reason.NONE
+            and prev.attempt == p.attempt and bool(prev.job_ids)
+            and bool(prev.scheduler_reason or not summary.scheduler_reason))
 
 
 def unreachable(

@@ -12,7 +12,8 @@ from hooks.core.aggregate import summarize
 from hooks.core.lifecycle import Due, Plan, plan
 from hooks.core.model import ClusterRef, JobRef, Outcome, Phase, TaskState
 from hooks.core.reasons import Reason
-from hooks.core.status import Status
+from hooks.core.status import Status, to_raw
+from hooks.schedulers.slurm.states import SlurmRecord, to_task
 
 CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)
 
@@ -135,6 +136,52 @@ def test_observed_running() -> None:
     assert (new.phase, new.active, new.submit_time, new.start_time) == (
         Phase.RUNNING, 1, NOW, "2026-11-22T10:00:05Z"
     )
+
+
+def queued(reason: str) -> TaskState:
+    """A pending SLURM job as squeue gives it, through the SLURM mapping."""
+    return to_task(SlurmRecord("4242", "PENDING", reason, "", "2026-11-22T10:00:01", "N/A",
+                               "N/A", "debug"))
+
+
+def render(new: Status) -> dict[str, object]:
+    return to_raw(new, previous={}, now=NOW)
+
+
+def test_the_first_look_up_of_a_queued_job_says_what_its_submission_said() -> None:
+    """No write between the submission and the sync after it."""
+    submitted = lifecycle.submitted(Status(), Plan(Due.SUBMIT, 1, 1, 0), backend="slurm",
+                                    cluster=CLUSTER, job=JobRef("k", "4242", ("4242",)), now=NOW)
+    seen = observe(submitted, Plan(Due.TRACK, 1, 1, 0), [queued("None")])
+    assert render(seen) == render(submitted)
+
+
+def test_ordinary_queueing_keeps_the_first_word_the_scheduler_gave() -> None:
+    """Priority and Resources alternate as the queue moves: the first one stays, one write."""
+    p = Plan(Due.TRACK, 1, 1, 0)
+    first = observe(status(Phase.PENDING, message=lifecycle.QUEUED), p, [queued("Priority")])
+    assert (first.scheduler_reason, first.message) == (
+        "Priority", "SLURM queues it behind jobs of higher priority (Priority).")
+    for word in ("Resources", "None", "Priority"):
+        assert render(observe(first, p, [queued(word)])) == render(first)
+
+
+@pytest.mark.parametrize(("word", "reason"), [
+    ("QOSMaxJobsPerUserLimit", Reason.LIMIT_REACHED),
+    ("Dependency", Reason.WAITING_FOR_DEPENDENCY),
+    ("PartitionTimeLimit", Reason.UNSCHEDULABLE),
+])
+def test_a_reason_of_another_kind_is_shown_at_once(word: str, reason: Reason) -> None:
+    prev = status(Phase.PENDING, message="SLURM queues it behind jobs of higher priority "
+                  "(Priority).", scheduler_reason="Priority")
+    new = observe(prev, Plan(Due.TRACK, 1, 1, 0), [queued(word)])
+    assert (new.reason, new.scheduler_reason) == (reason, word)
+
+
+def test_back_to_ordinary_queueing_shows_the_word_again() -> None:
+    prev = status(Phase.PENDING, Reason.LIMIT_REACHED, scheduler_reason="QOSMaxJobsPerUserLimit")
+    new = observe(prev, Plan(Due.TRACK, 1, 1, 0), [queued("Priority")])
+    assert (new.reason, new.scheduler_reason) == (Reason.NONE, "Priority")
 
 
 def test_observed_while_the_spec_changed_says_the_change_waits() -> None:
