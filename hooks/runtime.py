@@ -79,7 +79,8 @@ class Runtime:
     def policy(self) -> Policy:
         s = self.settings
         return Policy(log_image=s.log_image, finalize_grace=s.finalize_grace,
-                      guard_stale=s.guard_stale, direct_clusters=s.direct_clusters)
+                      guard_stale=s.guard_stale, direct_clusters=s.direct_clusters,
+                      status_ttl=s.status_ttl)
 
     def transport(self, scheduler: Scheduler[Any]) -> Transport[Any]:
         """The transport ``scheduler``'s operations go over."""

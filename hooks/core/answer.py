@@ -42,7 +42,8 @@ def build(
         resync = 0 if finalized else FINALIZE_RESYNC
     else:
         resync = response.resync_after(new, previous=call.previous_raw, uid=call.uid,
-                                       now=call.now, next_attempt_due=next_attempt_due)
+                                       now=call.now, next_attempt_due=next_attempt_due,
+                                       floor=call.policy.status_ttl)
     body = response.envelope(call.shape, status=raw, children=pods, resync=resync,
                              finalized=finalized)
     return Answer(body, new, tuple(notes), gave_up)

@@ -54,6 +54,9 @@ class Policy:
     direct_clusters: bool = True
     """Whether a BatchJob may name its host itself (``HPCBRIDGE_DIRECT_CLUSTERS``) rather
     than a BatchCluster."""
+    status_ttl: float = 5.0
+    """Seconds one batched scheduler answer is shared (``HPCBRIDGE_STATUS_TTL``): an active
+    BatchJob synced more often than that would find nothing new."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,12 @@ from hooks.core.model import Phase
 from hooks.core.reasons import CONNECTION_REASONS, Reason
 from hooks.core.status import Status, condition
 
-MIN_POLL, MAX_POLL = 2.0, 30.0
+MIN_POLL, MAX_POLL = 2.0, 10.0
+"""An active job is polled no more often than its cluster's shared answer is renewed (the
+``floor``, at least ``MIN_POLL``) and, at the longest, every ``MAX_POLL`` seconds: its end
+shows within that and the shared answer's age of the scheduler seeing it."""
+QUIET_GROWTH = 20.0
+"""Seconds of nothing changing that lengthen the interval by one second."""
 MAX_BACKOFF = 120.0
 SLOW_POLL = 60.0
 
@@ -41,15 +46,16 @@ def envelope(
 
 def resync_after(
     status: Status, *, previous: object, uid: str, now: datetime.datetime,
-    next_attempt_due: bool = False,
+    next_attempt_due: bool = False, floor: float = MIN_POLL,
 ) -> float:
     """Seconds until the next sync; 0 for a finished BatchJob, which is not polled.
 
     A finished attempt whose successor is due (the spec changed) comes back at once.
-    Active jobs are polled every ``MIN_POLL`` seconds at first and less often the longer
-    nothing changes (up to ``MAX_POLL``); an unreachable cluster is retried with a growing
-    backoff. Each BatchJob's interval is scaled by a factor drawn from its uid, so that many
-    BatchJobs created together do not resync in lock-step.
+    Active jobs are polled every ``floor`` seconds at first (the age at which the cluster's
+    shared scheduler answer is renewed: a sync sooner would find nothing new) and less often
+    the longer nothing changes, up to ``MAX_POLL``; an unreachable cluster is retried with a
+    growing backoff. Each BatchJob's interval is scaled by a factor drawn from its uid, so
+    that many BatchJobs created together do not resync in lock-step.
     """
     if status.reachable is False:
         was_down = condition(previous, "ClusterReachable").get("status") == "False"
@@ -64,7 +70,7 @@ def resync_after(
         return 0.0
     else:
         quiet = min(_seconds_since(previous, kind, now) for kind in ("Submitted", "Running"))
-        base = min(MAX_POLL, MIN_POLL + quiet / 10)
+        base = min(max(MAX_POLL, floor), max(MIN_POLL, floor) + quiet / QUIET_GROWTH)
     return round(base * _jitter(uid), 1)
 
 

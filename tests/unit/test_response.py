@@ -68,10 +68,26 @@ def test_active_is_polled_within_the_jittered_maximum(status: Status, quiet: flo
         assert MIN_POLL * 0.75 - 0.05 <= seconds <= MAX_POLL
 
 
-def test_active_is_polled_at_most_every_30_seconds() -> None:
+def test_active_is_polled_at_least_every_10_seconds() -> None:
+    """A job's end shows within 10 s and the shared answer's age of the scheduler seeing it."""
     worst = max(resync_after(ACTIVE, previous=since(3600, "Submitted", "Running"), uid=uid,
                              now=NOW) for uid in UIDS)
-    assert worst <= 30
+    assert worst <= 10
+
+
+@pytest.mark.parametrize("floor", [1.0, 5.0, 8.0])
+def test_a_fresh_job_is_polled_as_often_as_its_clusters_answer_is_renewed(floor: float) -> None:
+    """Sooner, a sync would read the same shared answer and change nothing."""
+    for uid in UIDS:
+        seconds = resync_after(ACTIVE, previous=since(0, "Submitted", "Running"), uid=uid,
+                               now=NOW, floor=floor)
+        assert max(MIN_POLL, floor) * 0.75 - 0.05 <= seconds <= max(MIN_POLL, floor)
+
+
+def test_a_shared_answer_older_than_the_longest_interval_sets_the_interval() -> None:
+    seconds = resync_after(ACTIVE, previous=since(3600, "Submitted", "Running"), uid=UIDS[0],
+                           now=NOW, floor=2 * MAX_POLL)
+    assert 2 * MAX_POLL * 0.75 <= seconds <= 2 * MAX_POLL
 
 
 def test_active_polling_grows_while_nothing_changes() -> None:
