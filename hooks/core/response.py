@@ -14,12 +14,16 @@ from hooks.core.model import Phase
 from hooks.core.reasons import CONNECTION_REASONS, Reason
 from hooks.core.status import Status, condition
 
-MIN_POLL, MAX_POLL = 2.0, 10.0
+MIN_POLL, MAX_POLL, QUEUED_MAX_POLL = 2.0, 10.0, 30.0
 """An active job is polled no more often than its cluster's shared answer is renewed (the
-``floor``, at least ``MIN_POLL``) and, at the longest, every ``MAX_POLL`` seconds: its end
-shows within that and the shared answer's age of the scheduler seeing it."""
+``floor``, at least ``MIN_POLL``) and, at the longest, every ``MAX_POLL`` seconds while it runs
+(its end shows within that and the shared answer's age of the scheduler seeing it) and every
+``QUEUED_MAX_POLL`` seconds while it waits in the queue: most of a large sweep waits, and each
+sync costs the API server a read."""
 QUIET_GROWTH = 20.0
-"""Seconds of nothing changing that lengthen the interval by one second."""
+"""Seconds of nothing changing that lengthen the interval by one second (while it runs)."""
+QUEUED_QUIET_GROWTH = 10.0
+"""The same while it waits in the queue."""
 MAX_BACKOFF = 120.0
 SLOW_POLL = 60.0
 
@@ -53,9 +57,10 @@ def resync_after(
     A finished attempt whose successor is due (the spec changed) comes back at once.
     Active jobs are polled every ``floor`` seconds at first (the age at which the cluster's
     shared scheduler answer is renewed: a sync sooner would find nothing new) and less often
-    the longer nothing changes, up to ``MAX_POLL``; an unreachable cluster is retried with a
-    growing backoff. Each BatchJob's interval is scaled by a factor drawn from its uid, so
-    that many BatchJobs created together do not resync in lock-step.
+    the longer nothing changes, up to ``MAX_POLL`` while they run and ``QUEUED_MAX_POLL``
+    while they wait; an unreachable cluster is retried with a growing backoff. Each
+    BatchJob's interval is scaled by a factor drawn from its uid, so that many BatchJobs
+    created together do not resync in lock-step.
     """
     if status.reachable is False:
         was_down = condition(previous, "ClusterReachable").get("status") == "False"
@@ -70,7 +75,9 @@ def resync_after(
         return 0.0
     else:
         quiet = min(_seconds_since(previous, kind, now) for kind in ("Submitted", "Running"))
-        base = min(max(MAX_POLL, floor), max(MIN_POLL, floor) + quiet / QUIET_GROWTH)
+        longest, growth = ((MAX_POLL, QUIET_GROWTH) if status.phase is Phase.RUNNING
+                           else (QUEUED_MAX_POLL, QUEUED_QUIET_GROWTH))
+        base = min(max(longest, floor), max(MIN_POLL, floor) + quiet / growth)
     return round(base * _jitter(uid), 1)
 
 
