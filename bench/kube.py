@@ -99,7 +99,9 @@ class Kube:
         return self.request("POST", path, body, ok)
 
     def delete(self, path: str) -> dict[str, Any]:
-        return self.request("DELETE", path, ok=(404,))
+        """Delete what ``path`` names. A collection of BatchJobs with finalizers can outlast the
+        API server's request timeout (504): the deletion goes on, and the caller waits for it."""
+        return self.request("DELETE", path, ok=(404, 504))
 
     def text(self, path: str) -> str:
         """A plain-text resource, such as /metrics."""

@@ -129,6 +129,7 @@ class Run:
                     and (running == n or time.monotonic() - since >= STABLE)):
                 steady = True
                 self.results["steady"] = self.measure_steady()
+                self.log(system_report.steady_line(self.results["steady"]))
             if counts["created"] == n and counts["ended"] == n:
                 break
             if time.monotonic() >= printed + 5:
@@ -156,16 +157,20 @@ class Run:
 
     def measure_steady(self) -> dict[str, Any]:
         seconds = self.args.steady
+        if self.args.settle:
+            self.log(f"steady state: all active; settling for {self.args.settle:g} s")
+            time.sleep(self.args.settle)
         self.log(f"steady state: measuring for {seconds:g} s")
         counts, api, hooks = self.recorder.counts(), self.kube.text("/metrics"), self.hooks()
-        writes, started = self.recorder.batchjob_writes(), time.monotonic()
+        writes, cpu, started = self.recorder.batchjob_writes(), self.cpu.sample(), time.monotonic()
         time.sleep(seconds)
         api_after, hooks_after = self.kube.text("/metrics"), self.hooks()
-        took = time.monotonic() - started
+        took, cpu_after = time.monotonic() - started, self.cpu.sample()
         remote = prometheus.grown(hooks, hooks_after, "hpcbridge_remote_commands_total", "verb")
         syncs = prometheus.grown(hooks, hooks_after, "hpcbridge_hook_requests_total", "hook")
         return {
-            "seconds": took, "running": [counts["running"], self.recorder.counts()["running"]],
+            "seconds": took, "settled": self.args.settle,
+            "running": [counts["running"], self.recorder.counts()["running"]],
             "active": counts["active"],
             "api_per_s": {k: v / took for k, v in
                           prometheus.api_requests(api, api_after).items()},
@@ -173,6 +178,8 @@ class Run:
             "remote_per_s": ({**{k: v / took for k, v in remote.items()},
                               "total": sum(remote.values()) / took} if hooks else None),
             "batchjob_writes_per_s": (self.recorder.batchjob_writes() - writes) / took,
+            "cpu_share": {name: (cpu_after[name] - cpu.get(name, 0.0)) / took
+                          for name in cpu_after},
         }
 
     def scheduler_jobs(self) -> None:
@@ -192,7 +199,7 @@ class Run:
         created = len(self.recorder.objects)
         self.times["delete"] = time.monotonic()
         self.kube.delete(self.api)
-        printed = 0.0
+        printed = again = time.monotonic()
         while len(self.recorder.gone) < created:
             if time.monotonic() > self.times["delete"] + self.args.timeout:
                 self.log(f"{created - len(self.recorder.gone)} BatchJobs still not gone")
@@ -200,6 +207,10 @@ class Run:
             if time.monotonic() >= printed + 5:
                 printed = time.monotonic()
                 self.log(f"deleting: {len(self.recorder.gone)}/{created} gone")
+            if time.monotonic() >= again + 30:
+                # A collection delete that outlasted the API server's timeout stopped there.
+                again = time.monotonic()
+                self.kube.delete(self.api)
             time.sleep(0.2)
         self.times["gone"] = time.monotonic()
         self.hooks_gone = self.hooks()

@@ -31,6 +31,9 @@ def parse(argv: list[str] | None, description: str | None) -> argparse.Namespace
     parser.add_argument("--steady", type=float, default=0, metavar="SECONDS",
                         help="measure request rates over SECONDS once all are active (needs "
                              "long scripts; the run then waits for the end, up to --timeout)")
+    parser.add_argument("--settle", type=float, default=0, metavar="SECONDS",
+                        help="with --steady, wait SECONDS once all are active before measuring "
+                             "(the syncs of the burst and its writes die down)")
     parser.add_argument("--hooks-metrics", metavar="URL",
                         help="the hooks' Prometheus endpoint, e.g. http://127.0.0.1:8080/metrics")
     parser.add_argument("--cpu", action="append", default=[], metavar="NAME=PID",

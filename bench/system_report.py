@@ -98,7 +98,8 @@ def writes_table(results: dict[str, Any]) -> list[str]:
 
 def steady_line(s: dict[str, Any]) -> str:
     api = s["api_per_s"]
-    line = (f"- steady state over {s['seconds']:.0f} s, {s['active']} BatchJobs active "
+    line = (f"- steady state over {s['seconds']:.0f} s ({s['settled']:g} s after all were "
+            f"active), {s['active']} BatchJobs active "
             f"(Running: {s['running'][0]} → {s['running'][1]}): API server "
             f"{api['total']:.1f} requests/s ({api['write']:.1f} writes, {api['read']:.1f} "
             f"reads, {api['watch']:.2f} watches); BatchJob writes "
@@ -108,7 +109,8 @@ def steady_line(s: dict[str, Any]) -> str:
                           if k != "total" and v)
         line += (f"; hook syncs {s['syncs_per_s']:.1f}/s; remote commands "
                  f"{s['remote_per_s']['total']:.2f}/s" + (f" ({verbs})" if verbs else ""))
-    return line
+    shares = ", ".join(f"{name} {share:.0%}" for name, share in s.get("cpu_share", {}).items())
+    return line + (f"; CPU (of one core): {shares}" if shares else "")
 
 
 def render(r: dict[str, Any], command: str) -> str:
