@@ -83,9 +83,14 @@ class Kube:
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
                 ok: tuple[int, ...] = ()) -> dict[str, Any]:
-        """One request; its JSON answer. A status in ``ok`` (e.g. 404, 409) is not an error."""
-        response = self.session.request(method, self.server + path, json=body,
-                                        verify=self.verify, timeout=60)
+        """One request; its JSON answer. A status in ``ok`` (e.g. 404, 409) is not an error.
+        A kept-alive connection the API server closed while it idled is opened again, once."""
+        try:
+            response = self.session.request(method, self.server + path, json=body,
+                                            verify=self.verify, timeout=60)
+        except requests.ConnectionError:
+            response = self.session.request(method, self.server + path, json=body,
+                                            verify=self.verify, timeout=60)
         if response.status_code >= 400 and response.status_code not in ok:
             raise KubeError(f"{method} {path} answered {response.status_code}: "
                             f"{response.text[:300]}")
