@@ -100,7 +100,7 @@ def test_controller_hooks_and_resync(file_name: str) -> None:
     (controller,) = load_all(path)
     assert path.read_text().startswith("# Alternative to ")
     assert controller["metadata"]["name"] == "hpcbridge-batchjob"
-    assert controller["spec"]["resyncPeriodSeconds"] == 300
+    assert controller["spec"]["resyncPeriodSeconds"] == 600
     assert controller["spec"]["hooks"] == {
         hook: {
             "version": "v2",
