@@ -15,9 +15,11 @@ OPERATIONS = REPO / "docs/operations.md"
 NAMESPACE = "hpcbridge-system"
 SERVICE_HOST = f"hpcbridge-hooks.{NAMESPACE}.svc"
 SET_IMAGE = "registry.example.org/platform/hpcbridge:1.2.3"  # the tests' REGISTRY/hpcbridge:TAG
-METACONTROLLER_INSTALL = (
-    "https://github.com/metacontroller/metacontroller/manifests/production?ref=v4.17.2"
+METACONTROLLER_VERSION = "v4.17.2"
+METACONTROLLER_UPSTREAM = (  # the official production manifests, which deploy/metacontroller/ tunes
+    f"https://github.com/metacontroller/metacontroller/manifests/production?ref={METACONTROLLER_VERSION}"
 )
+METACONTROLLER_INSTALL = "deploy/metacontroller/"
 INSTALL_DIRS = ("crds", "deploy", "metacontroller")  # what the installs read
 CONTROLLER_OF_INSTALL = {"deploy": "CompositeController", "decorator": "DecoratorController"}
 INSTALLS = list(CONTROLLER_OF_INSTALL)
