@@ -208,34 +208,6 @@ def held_by_hooks(status: Status) -> bool:
             and bool(status.job_ids))
 
 
-def held(new: Status, job_ids: Sequence[str]) -> Status:
-    """``spec.suspend`` while the attempt waits in the queue: its jobs are held."""
-    return replace(
-        new,
-        reason=Reason.SUSPENDED,
-        message=f"The BatchJob is suspended; job {', '.join(job_ids)} is held in the queue "
-                "until spec.suspend is false.",
-    )
-
-
-def released(new: Status, job_ids: Sequence[str]) -> Status:
-    """``spec.suspend`` is false again: the held jobs wait in the queue once more."""
-    return replace(
-        new,
-        reason=Reason.NONE,
-        message=f"spec.suspend is false: job {', '.join(job_ids)} was released and waits in "
-                "the queue.",
-    )
-
-
-def running_not_suspended(new: Status) -> Status:
-    """``spec.suspend`` while the attempt runs: a job cannot be suspended by its user once it
-    runs (SLURM's suspend is an operator's; an HTCondor hold would throw its progress away)."""
-    return replace(new, message=f"{new.message} spec.suspend is true, but the job is already "
-                                "running and keeps running: a running job cannot be "
-                                "suspended.".strip())
-
-
 def deadline_exceeded(new: Status, limit: int, job_ids: Sequence[str], *, now: str) -> Status:
     """``spec.activeDeadlineSeconds`` passed while the attempt was active: its active jobs
     ``job_ids`` are cancelled, if it has any left."""

@@ -1,4 +1,5 @@
-"""``spec.suspend`` on an attempt the scheduler shows: hold it while it waits, release it after.
+"""``spec.suspend`` on an attempt the scheduler shows: hold it while it waits, release it after,
+and the status each of those leads to.
 
 Whether the hooks hold the attempt's jobs is read from what they recorded (the status says so:
 ``lifecycle.held_by_hooks``), never from the queue: the queue a sync sees comes from the shared
@@ -7,6 +8,7 @@ status, up to ``HPCBRIDGE_STATUS_TTL`` old, and may predate the hold. Pure: no I
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from hooks.core import lifecycle
@@ -26,15 +28,15 @@ def follow(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
     ours = new.phase is Phase.PENDING and lifecycle.held_by_hooks(at.prev)
     if spec is None:
         # An invalid edit neither holds nor releases.
-        kept = lifecycle.held(new, jobs or new.job_ids) if ours else new
+        kept = _held(new, jobs or new.job_ids) if ours else new
         return replace(kept, message=f"{kept.message} The new spec is invalid: "
                                      f"{at.call.parsed.error}".strip())
     if spec.suspend and new.phase is Phase.RUNNING:
-        return lifecycle.running_not_suspended(new)
+        return _running_not_suspended(new)
     if spec.suspend and held:
-        return lifecycle.held(new, jobs)
+        return _held(new, jobs)
     if not jobs:  # not visible yet: held or released once the scheduler shows them
-        return lifecycle.held(new, new.job_ids) if lifecycle.held_by_hooks(at.prev) else new
+        return _held(new, new.job_ids) if lifecycle.held_by_hooks(at.prev) else new
     if spec.suspend and new.phase is Phase.PENDING:
         return (yield from _hold(at, new, jobs))
     if ours:
@@ -47,7 +49,7 @@ def _hold(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
     if isinstance(done, Trouble):
         return lifecycle.unreachable(new, at.plan, done.reason, done.message,
                                      backend=at.where.backend)
-    return lifecycle.held(new, jobs)
+    return _held(new, jobs)
 
 
 def _release(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
@@ -58,4 +60,32 @@ def _release(at: Round, new: Status, jobs: tuple[str, ...]) -> Effects[Status]:
         return replace(lifecycle.unreachable(new, at.plan, done.reason, done.message,
                                              backend=at.where.backend),
                        reason=Reason.SUSPENDED)
-    return lifecycle.released(new, jobs)
+    return _released(new, jobs)
+
+
+def _held(new: Status, job_ids: Sequence[str]) -> Status:
+    """``spec.suspend`` while the attempt waits in the queue: its jobs are held."""
+    return replace(
+        new,
+        reason=Reason.SUSPENDED,
+        message=f"The BatchJob is suspended; job {', '.join(job_ids)} is held in the queue "
+                "until spec.suspend is false.",
+    )
+
+
+def _released(new: Status, job_ids: Sequence[str]) -> Status:
+    """``spec.suspend`` is false again: the held jobs wait in the queue once more."""
+    return replace(
+        new,
+        reason=Reason.NONE,
+        message=f"spec.suspend is false: job {', '.join(job_ids)} was released and waits in "
+                "the queue.",
+    )
+
+
+def _running_not_suspended(new: Status) -> Status:
+    """``spec.suspend`` while the attempt runs: a job cannot be suspended by its user once it
+    runs (SLURM's suspend is an operator's; an HTCondor hold would throw its progress away)."""
+    return replace(new, message=f"{new.message} spec.suspend is true, but the job is already "
+                                "running and keeps running: a running job cannot be "
+                                "suspended.".strip())
