@@ -3,10 +3,10 @@ their growth between two readings."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+from prometheus_client.parser import text_string_to_metric_families
+
 API_VERBS = {
     "write": ("POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "CREATE", "UPDATE"),
     "read": ("GET", "LIST"),
@@ -16,13 +16,10 @@ API_VERBS = {
 
 
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    """Pure: every sample of metric ``name`` with its labels."""
-    found = []
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            head, _, value = line.rpartition(" ")
-            found.append((dict(LABEL.findall(head)), float(value)))
-    return found
+    """Pure: every sample of metric ``name`` with its labels (prometheus_client's parser)."""
+    return [(dict(sample.labels), sample.value)
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples if sample.name == name]
 
 
 def grown(before: str, after: str, name: str, by: str) -> defaultdict[str, float]:
