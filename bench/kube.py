@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 OnEvent = Callable[[str, dict[str, Any], float], None]
 """Called with a watch event's type (ADDED, MODIFIED, DELETED, or ERROR when the watch lost
@@ -50,6 +52,10 @@ class Kube:
         self._dir = tempfile.TemporaryDirectory(prefix="hpcbridge-bench-")
         self.server = cluster["server"].rstrip("/")
         self.session = requests.Session()
+        # A kept-alive connection the API server closed while the benchmark waited: a read or
+        # a delete is sent again once (urllib3 retries only idempotent methods after sending).
+        self.session.mount("https://", HTTPAdapter(max_retries=Retry(
+            total=1, connect=1, read=1, status=0, raise_on_status=False)))
         self.verify = self._ca(cluster)
         """Given with every request: the session's own is overridden by REQUESTS_CA_BUNDLE."""
         if "token" in user:
@@ -83,14 +89,9 @@ class Kube:
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None,
                 ok: tuple[int, ...] = ()) -> dict[str, Any]:
-        """One request; its JSON answer. A status in ``ok`` (e.g. 404, 409) is not an error.
-        A kept-alive connection the API server closed while it idled is opened again, once."""
-        try:
-            response = self.session.request(method, self.server + path, json=body,
-                                            verify=self.verify, timeout=60)
-        except requests.ConnectionError:
-            response = self.session.request(method, self.server + path, json=body,
-                                            verify=self.verify, timeout=60)
+        """One request; its JSON answer. A status in ``ok`` (e.g. 404, 409) is not an error."""
+        response = self.session.request(method, self.server + path, json=body,
+                                        verify=self.verify, timeout=60)
         if response.status_code >= 400 and response.status_code not in ok:
             raise KubeError(f"{method} {path} answered {response.status_code}: "
                             f"{response.text[:300]}")
