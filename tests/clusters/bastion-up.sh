@@ -282,7 +282,7 @@ start_sshd() {
 
 came_up() { # PID
     running && return 0
-    [[ -e /proc/$1 ]] && [[ $(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) != Z ]] && return 1
+    lives "$1" && return 1
     tail -n 15 "$STATE/log/sshd.out" "$STATE/log/sshd.log" >&2 || true
     die "the bastion's sshd (pid $1) exited right after its start"
 }

@@ -440,15 +440,9 @@ start_daemon() { # NAME COMMAND...
 
 came_up() { # PID NAME
   is_ours "$1" "$2" && return 0
-  local state
-  state=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || state=gone
-  case $state in
-    Z | X | gone)
-      tail -n 20 "$LOGS/$2.log" >&2
-      die "$2 (pid $1) exited right after its start (log: $LOGS/$2.log)"
-      ;;
-  esac
-  return 1
+  lives "$1" && return 1
+  tail -n 20 "$LOGS/$2.log" >&2
+  die "$2 (pid $1) exited right after its start (log: $LOGS/$2.log)"
 }
 
 ensure_condor() {

@@ -159,22 +159,38 @@ apt_install() {
     ((rc == 0)) || die "apt-get could not install: ${missing[*]}"
 }
 
+# pid_of PIDFILE: print the PID recorded in PIDFILE (whitespace around it ignored); fail when
+# there is no such file or no number in it.
+pid_of() {
+    local pid
+    [[ -r $1 ]] || return 1
+    pid=$(<"$1")
+    pid=${pid//[[:space:]]/}
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    echo "$pid"
+}
+
+# lives PID: the process PID exists and is no zombie, whatever program it runs. A daemon started
+# through env, setsid, unshare and sh runs each of those in turn before its last exec, for long
+# enough to be seen on a busy machine: it is starting, not gone.
+lives() {
+    local state
+    state=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ $state != Z && $state != X ]]
+}
+
 # pid_alive PIDFILE EXPECTED_EXE: true if the PID in PIDFILE runs EXPECTED_EXE. Symlinks are
 # resolved on both sides (Debian's slurmctld/slurmd are alternatives symlinks); a zombie has no
 # exe link, so it counts as dead, as does a PID reused by another program.
 pid_alive() {
-    local pidfile=$1 exe=$2 pid want got state
-    [[ -r $pidfile ]] || return 1
-    pid=$(<"$pidfile")
-    pid=${pid//[[:space:]]/}
-    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    local pidfile=$1 exe=$2 pid want got
+    pid=$(pid_of "$pidfile") || return 1
     want=$(readlink -f -- "$exe") || return 1
     got=$(readlink -f -- "/proc/$pid/exe" 2>/dev/null) || return 1
     # A binary replaced by a package upgrade shows up as "PATH (deleted)".
     got=${got% (deleted)}
     [[ $got == "$want" ]] || return 1
-    state=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null) || return 1
-    [[ $state != Z && $state != X ]]
+    lives "$pid"
 }
 
 # stop_pid PIDFILE EXPECTED_EXE: TERM the process if pid_alive, KILL it after ~10 s, and remove
@@ -182,8 +198,7 @@ pid_alive() {
 stop_pid() {
     local pidfile=$1 exe=$2 pid i
     if pid_alive "$pidfile" "$exe"; then
-        pid=$(<"$pidfile")
-        pid=${pid//[[:space:]]/}
+        pid=$(pid_of "$pidfile")
         kill -TERM "$pid" 2>/dev/null || true
         for ((i = 0; i < 100; i++)); do
             pid_alive "$pidfile" "$exe" || break
@@ -422,8 +437,7 @@ begin_up() {
 stop_daemon() {
     local pidfile=$1 exe=$2 name=$3 idle=$4 with_sessions=${5:-0} pid rc=0 sessions=()
     if pid_alive "$pidfile" "$exe"; then
-        pid=$(<"$pidfile")
-        pid=${pid//[[:space:]]/}
+        pid=$(pid_of "$pidfile")
         log "stopping $name (pid $pid)"
         ((with_sessions == 0)) || mapfile -t sessions < <(descendants "$pid")
         stop_pid "$pidfile" "$exe" || { log "ERROR: could not stop $name"; rc=1; }

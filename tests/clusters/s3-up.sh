@@ -82,10 +82,7 @@ EOF
 # file), and it serves this checkout's tests all the same.
 running() {
     local pid exe
-    [[ -r $STATE/$PIDFILE_REL ]] || return 1
-    pid=$(<"$STATE/$PIDFILE_REL")
-    pid=${pid//[[:space:]]/}
-    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    pid=$(pid_of "$STATE/$PIDFILE_REL") || return 1
     exe=$(readlink -f -- "/proc/$pid/exe" 2>/dev/null) || return 1
     [[ ${exe##*/} == weed* ]] || return 1
     tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "-dir=$STATE/data"
@@ -119,20 +116,12 @@ start_weed() {
     record_started "$STARTED_FILE" "$pidfile"
 }
 
-# The process of the pid file exists, whatever it runs yet: just after start_weed it may still be
-# env or setsid on their way to exec weed (long enough to see on a busy machine).
-exists() {
-    local pid
-    pid=$(cat -- "$STATE/$PIDFILE_REL" 2>/dev/null) || return 1
-    pid=${pid//[[:space:]]/}
-    [[ $pid =~ ^[0-9]+$ && -e /proc/$pid ]]
-}
-
 # Ready is later than listening: a bucket can be created only once the volume server has
 # registered, so readiness is a real signed operation that works.
 ready() {
     if ! running; then
-        exists && return 1
+        # Just started, it may still be env or setsid on their way to exec weed.
+        lives "$(pid_of "$STATE/$PIDFILE_REL")" && return 1
         tail -n 20 "$STATE/log/weed.out" >&2
         die "the S3 server exited"
     fi
