@@ -29,8 +29,8 @@ NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED, Reason.STAGING_INPUTS, Reason.INPU
 """Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or
 for a Secret or ConfigMap."""
 QUEUED = "The job is queued."
-"""A new attempt's message: what its first look-up says of an ordinarily queued job, so that
-the sync after the submission has nothing to write."""
+"""A new attempt's message, kept while the job waits with no word from the scheduler
+(``_queued_as_before``): the sync after the submission has nothing to write."""
 
 
 class Due(enum.StrEnum):
@@ -155,10 +155,11 @@ def _queued_as_before(prev: Status, p: Plan, summary: Summary) -> bool:
     keeps the words it shows: the scheduler's ordinary words (SLURM's ``Priority`` and
     ``Resources``, or none yet) change as the queue moves and tell the user nothing to act on,
     and each change would be one more write of the BatchJob. Its first word is shown."""
-    return (summary.phase is Phase.PENDING and summary.reason is Reason.NONE
-            and prev.phase is Phase.PENDING and prev.reason is Reason.NONE
-            and prev.attempt == p.attempt and bool(prev.job_ids)
-            and bool(prev.scheduler_reason or not summary.scheduler_reason))
+    still_ordinary = (summary.phase is Phase.PENDING and summary.reason is Reason.NONE
+                      and prev.phase is Phase.PENDING and prev.reason is Reason.NONE
+                      and prev.attempt == p.attempt and bool(prev.job_ids))
+    first_word_due = not prev.scheduler_reason and bool(summary.scheduler_reason)
+    return still_ordinary and not first_word_due
 
 
 def unreachable(
