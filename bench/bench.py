@@ -35,7 +35,7 @@ import requests
 
 from bench import report
 from hooks import gunicorn_conf
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.settings import Settings
 from hooks.ssh import errors as ssh_errors

@@ -6,7 +6,7 @@ namespace slows another, such a call runs only while its route (every jump host'
 ``host:port`` and the login node's, in order) holds fewer than ``HPCBRIDGE_CLUSTER_THREADS``
 calls and its namespace fewer than ``HPCBRIDGE_NAMESPACE_THREADS``. Beyond either share it is
 not queued: the executor answers it at once with the BatchJob's status as it was and a resync
-soon (``hooks.core.answer.busy``). Calls that reach no cluster (an invalid spec, a finished
+soon (``hooks.core.decide.answer.busy``). Calls that reach no cluster (an invalid spec, a finished
 BatchJob) take no share.
 
 The route is the whole route, never the login node alone: BatchJobs that name another
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hooks.core.spec import Placement
+from hooks.core.spec.batchjob import Placement
 
 Route = tuple[str, ...]
 

@@ -21,8 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from werkzeug.exceptions import HTTPException
 
 from hooks import auth, logformat
-from hooks.core.request import BadHookRequest
-from hooks.core.text import shown
+from hooks.core.values.text import shown
+from hooks.core.wire.request import BadHookRequest
 from hooks.executor import Executor
 from hooks.runtime import Runtime
 from hooks.settings import Settings

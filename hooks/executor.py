@@ -1,7 +1,7 @@
 """The imperative shell: runs one customize, sync or finalize call.
 
-It parses the request into a ``Call``, lets the pure core decide (``hooks.core.sync``,
-``hooks.core.finalize``), runs each effect the decision yields — over the transport the
+It parses the request into a ``Call``, lets the pure core decide (``hooks.core.decide.sync``,
+``hooks.core.decide.finalize``), runs each effect the decision yields — over the transport the
 effect's scheduler names (the pooled SSH connection) and the shared status, within one
 deadline for the whole call — and sends the result back, until the core returns its answer.
 Trouble on the way (the transport's ``TransportError``, a scheduler that does not answer)
@@ -17,8 +17,8 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from hooks.admission import route_of
-from hooks.core import answer, finalize, request, sync
-from hooks.core.effects import (
+from hooks.core.decide import answer, finalize, sync
+from hooks.core.decide.effects import (
     Action,
     Answer,
     Cancel,
@@ -35,8 +35,9 @@ from hooks.core.effects import (
     Track,
     Trouble,
 )
-from hooks.core.model import SchedulerError
-from hooks.core.reasons import Reason
+from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import SchedulerError
+from hooks.core.wire import request
 from hooks.deadline import Deadline
 from hooks.runtime import Runtime
 from hooks.schedulers.base import Scheduler, TransportError

@@ -26,14 +26,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
-from hooks.core.model import JobRef
-from hooks.core.secret import (
+from hooks.core.sites.secret import (
     Credentials,
     SecretError,
     check_certificate,
     check_known_hosts,
     read_certificate,
 )
+from hooks.core.values.job import JobRef
 from hooks.deadline import Deadline
 from hooks.schedulers import REGISTRY, guard
 from hooks.ssh import errors

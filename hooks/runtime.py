@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.admission import Admission
-from hooks.core.request import Policy
+from hooks.core.wire.request import Policy
 from hooks.metrics import Metrics
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import Registry, Scheduler, Transport, TransportKind

@@ -33,7 +33,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hooks.core.model import JobRef, TaskState
+from hooks.core.values.job import JobRef
+from hooks.core.values.phases import TaskState
 from hooks.deadline import Deadline, DeadlineExceeded
 from hooks.metrics import Metrics
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from minio import Minio
 
-from hooks.core.reasons import Reason
-from hooks.core.text import has_control, shown
+from hooks.core.values.reasons import Reason
+from hooks.core.values.text import has_control, shown
 from hooks.movers.store import MoveError, download, objects
 from hooks.ssh.files import RemoteFiles
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from minio import Minio
 
-from hooks.core.data import matches
-from hooks.core.reasons import Reason
-from hooks.core.text import has_control, shown
+from hooks.core.spec.data import matches
+from hooks.core.values.reasons import Reason
+from hooks.core.values.text import has_control, shown
 from hooks.deadline import Deadline
 from hooks.movers import workers
 from hooks.movers.store import MoveError, Verified, part_size, stored, upload

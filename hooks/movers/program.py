@@ -2,7 +2,7 @@
 ``hpcbridge movers``): log in to the cluster as the log Pod does (the SSH Secret mounted at
 ``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
 at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
-(``hooks.core.movers.Report``) to ``--report``, the Pod's termination message.
+(``hooks.core.wire.mover_pods.Report``) to ``--report``, the Pod's termination message.
 
 Exit 0: done, or (outputs) failed for good (the report says which); exit 1: the run failed
 and the kubelet runs it again. SIGTERM (the Pod is deleted, with its BatchJob) ends it at once:
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from hooks.core.movers import Report
-from hooks.core.secret import SecretError
-from hooks.core.transfers import Stage
+from hooks.core.sites.secret import SecretError
+from hooks.core.status.transfers import Stage
+from hooks.core.wire.mover_pods import Report
 from hooks.deadline import Deadline
 from hooks.logs import checked, jump_arg, read_secret, trusting
 from hooks.movers import inputs, outputs

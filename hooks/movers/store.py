@@ -19,7 +19,7 @@ import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error
 
-from hooks.core.reasons import Reason
+from hooks.core.values.reasons import Reason
 from hooks.movers.workers import WORKERS
 
 MIB = 1024 * 1024

@@ -2,7 +2,7 @@
 go over.
 
 A scheduler owns everything about its scheduler: the pure rules the core asks for
-(``hooks.core.scheduler.SchedulerRules``), the operations below, and which transport they need.
+(``hooks.core.values.sdk.SchedulerRules``), the operations below, and which transport they need.
 A transport is how the hook server reaches a cluster (the SSH shell of ``hooks.schedulers.shell``;
 an HTTP client for a REST API would be another): the runtime builds one of each kind the
 registry names, the executor opens it for the route of a call and hands the open connection
@@ -34,10 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
-from hooks.core.effects import Access, Trouble
-from hooks.core.model import ClusterRef, JobRef, JobRequest, SubmitOutcome, TaskState
-from hooks.core.reasons import Reason
-from hooks.core.scheduler import SchedulerRules
+from hooks.core.decide.effects import Access, Trouble
+from hooks.core.values.job import ClusterRef, JobRef, JobRequest, SubmitOutcome
+from hooks.core.values.phases import TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import SchedulerRules
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.settings import Settings

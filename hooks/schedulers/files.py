@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hooks.core.model import JobRequest
+from hooks.core.values.job import JobRequest
 
 ENV_FILE = "hpcbridge-env"
 WRAPPER = "hpcbridge-run"

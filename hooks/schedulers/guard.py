@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from hooks.core.model import JobRequest, SchedulerError, SubmitAnswer, SubmitOutcome
+from hooks.core.values.job import JobRequest, SubmitAnswer, SubmitOutcome
+from hooks.core.values.sdk import SchedulerError
 from hooks.deadline import Deadline
 from hooks.schedulers.files import ENV_FILE
 from hooks.ssh.client import Completed, Remote

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from hooks.core.effects import Access, Trouble
-from hooks.core.model import ClusterRef
-from hooks.core.reasons import Reason
+from hooks.core.decide.effects import Access, Trouble
+from hooks.core.values.job import ClusterRef
+from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.schedulers import guard

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import paramiko
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import verb
 from hooks.ssh import errors

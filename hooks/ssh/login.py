@@ -18,7 +18,7 @@ import socket
 
 import paramiko
 
-from hooks.core.secret import Credentials, SecretError, read_certificate
+from hooks.core.sites.secret import Credentials, SecretError, read_certificate
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target

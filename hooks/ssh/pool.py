@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from minio import Minio
 
-from hooks.core.movers import PEAK_MEMORY
+from hooks.core.wire.mover_pods import PEAK_MEMORY
 from tests.driver import Driver
 from tests.integration.conftest import NAMESPACE, Cluster, ObjectStore, start
 from tests.integration.kubelet import run_mover

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import ClusterRef, JobRequest, Resources, Spec
+from hooks.core.values.job import ClusterRef, JobRequest, Resources, Spec
 from hooks.schedulers.htcondor.description import submit_description, time_limit_expression
 from hooks.schedulers.htcondor.rules import HTCondorOptions
 from tests.driver import Driver

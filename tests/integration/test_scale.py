@@ -10,8 +10,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from hooks.core.model import JobRef, Outcome, TaskState
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
+from hooks.core.values.job import JobRef
+from hooks.core.values.phases import Outcome, TaskState
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.schedulers.slurm import Slurm

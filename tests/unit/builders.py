@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks.core import finalize, sync
-from hooks.core.effects import Action, Answer, Decision, Effect, Query, Submit, Trouble
-from hooks.core.model import Outcome, SubmitAnswer, SubmitOutcome, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.decide import finalize, sync
+from hooks.core.decide.effects import Action, Answer, Decision, Effect, Query, Submit, Trouble
+from hooks.core.values.job import SubmitAnswer, SubmitOutcome
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
 from tests.unit.conftest import NOW, UID, call
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP0vcqgNFWx83GT6XarPgHsbgLZ3ORKXoMapg3PHaQhG"

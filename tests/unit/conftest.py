@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from hooks.core.fields import SpecError
-from hooks.core.model import JobRequest
-from hooks.core.request import Call, Policy, parse_call
-from hooks.core.spec import parse_spec
+from hooks.core.spec.batchjob import parse_spec
+from hooks.core.values.fields import SpecError
+from hooks.core.values.job import JobRequest
+from hooks.core.wire.request import Call, Policy, parse_call
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics, verb
 from hooks.runtime import Runtime

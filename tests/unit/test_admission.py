@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from hooks.admission import Admission
-from hooks.core.answer import BUSY_RESYNC
-from hooks.core.model import Outcome, TaskState
+from hooks.core.decide.answer import BUSY_RESYNC
+from hooks.core.values.phases import Outcome, TaskState
 from hooks.deadline import Deadline
 from hooks.executor import Executor
 from hooks.ssh import errors

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from hooks.core.aggregate import NOT_VISIBLE_GRACE_SECONDS, Summary, summarize, task_order
-from hooks.core.model import Outcome, Phase, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.status.aggregate import NOT_VISIBLE_GRACE_SECONDS, Summary, summarize, task_order
+from hooks.core.values.phases import Outcome, Phase, TaskState
+from hooks.core.values.reasons import Reason
 
 P, R, S, F, C, U = (Outcome.PENDING, Outcome.RUNNING, Outcome.SUCCEEDED, Outcome.FAILED,
                     Outcome.CANCELLED, Outcome.UNKNOWN)
@@ -182,7 +182,7 @@ def test_expected_tasks_that_are_missing_do_not_count_as_succeeded() -> None:
 
 
 def test_a_heterogeneous_job_reports_its_components_instead_of_its_id() -> None:
-    from hooks.core.aggregate import summarize as aggregate
+    from hooks.core.status.aggregate import summarize as aggregate
 
     done = [TaskState("4242+0", Outcome.SUCCEEDED, exit_code=0),
             TaskState("4242+1", Outcome.SUCCEEDED, exit_code=0)]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hooks.core.reasons import Reason
-from hooks.core.request import customize
-from hooks.core.routing import parse_routed
+from hooks.core.sites.routing import parse_routed
+from hooks.core.values.reasons import Reason
+from hooks.core.wire.request import customize
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import UID

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.reasons import Reason
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.slurm.limited import KNOWN_LONG, LIMITED_LONG, LIMITED_SHORT
 from hooks.schedulers.slurm.options import SBATCH_SHORT_WITH_VALUE
 from tests.unit.test_batchcluster import NAMESPACE, SITE, named, routed, site_with

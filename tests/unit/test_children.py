@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
-from hooks.core import answer
-from hooks.core.children import (
+from hooks.core.decide import answer
+from hooks.core.status.record import Status
+from hooks.core.values.job import ClusterRef, JobRequest, Spec
+from hooks.core.values.phases import Phase
+from hooks.core.values.reasons import Reason
+from hooks.core.wire.log_pod import (
     LAST_APPLIED,
     SECRET_MOUNT,
     carried_over,
@@ -21,9 +25,6 @@ from hooks.core.children import (
     pod_due,
     pod_name,
 )
-from hooks.core.model import ClusterRef, JobRequest, Phase, Spec
-from hooks.core.reasons import Reason
-from hooks.core.status import Status
 from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import HOSTS, IMAGE, UID, call
 from tests.unit.conftest import job as build_job

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from hooks.core.data import DataInput, Output, S3Object, S3Storage, Volume, When, matches
-from hooks.core.spec import digest, parse
+from hooks.core.spec.batchjob import digest, parse
+from hooks.core.spec.data import matches
+from hooks.core.values.storage import DataInput, Output, S3Object, S3Storage, Volume, When
 from hooks.schedulers import REGISTRY
 from tests.static.admission import MINIMAL_SPEC, batchjob_violations
 from tests.unit.conftest import raw_spec, spec_of

@@ -9,11 +9,11 @@ import copy
 import dataclasses
 from typing import Any
 
-from hooks.core import finalize, sync
-from hooks.core.effects import Cancel, Cleanup, ListActive, MarkEnded, Query
-from hooks.core.model import Outcome, TaskState
-from hooks.core.reasons import Reason
-from hooks.core.request import parse_call
+from hooks.core.decide import finalize, sync
+from hooks.core.decide.effects import Cancel, Cleanup, ListActive, MarkEnded, Query
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.wire.request import parse_call
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import LOGIN, SUBMITTED, Run, drive, queue, request, running
 from tests.unit.conftest import NOW, POLICY

@@ -15,16 +15,10 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import (
-    JobRef,
-    JobRequest,
-    Outcome,
-    SchedulerError,
-    SubmitAnswer,
-    SubmitOutcome,
-    TaskState,
-)
-from hooks.core.reasons import Reason
+from hooks.core.values.job import JobRef, JobRequest, SubmitAnswer, SubmitOutcome
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import SchedulerError
 from hooks.deadline import Deadline
 from hooks.executor import Executor
 from hooks.runtime import Runtime

@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
-from hooks.core import aggregate
-from hooks.core.fields import SpecError
-from hooks.core.model import JobRef, JobRequest, Outcome, SchedulerError, SubmitAnswer, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.status import aggregate
+from hooks.core.values.fields import SpecError
+from hooks.core.values.job import JobRef, JobRequest, SubmitAnswer
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.htcondor import SCHEDULER
 from hooks.schedulers.htcondor.commands import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.status import aggregate
+from hooks.core.values.phases import Outcome, Phase, TaskState
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.htcondor.states import STATES, TIME_LIMIT_MARKER, CondorRecord, to_task
 from tests.unit.conftest import FIXTURES, recorded
 

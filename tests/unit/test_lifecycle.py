@@ -7,12 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from hooks.core import lifecycle
-from hooks.core.aggregate import summarize
-from hooks.core.lifecycle import Due, Plan, plan
-from hooks.core.model import ClusterRef, JobRef, Outcome, Phase, TaskState
-from hooks.core.reasons import Reason
-from hooks.core.status import Status, to_raw
+from hooks.core.status import lifecycle
+from hooks.core.status.aggregate import summarize
+from hooks.core.status.lifecycle import Due, Plan, plan
+from hooks.core.status.record import Status, to_raw
+from hooks.core.values.job import ClusterRef, JobRef
+from hooks.core.values.phases import Outcome, Phase, TaskState
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.slurm.states import SlurmRecord, to_task
 
 CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)

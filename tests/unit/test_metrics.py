@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from hooks import __version__
-from hooks.core.model import JobRef, JobRequest
+from hooks.core.values.job import JobRef, JobRequest
 from hooks.deadline import Deadline
 from hooks.metrics import MAX_CLUSTERS, Metrics, verb
 from hooks.schedulers import REGISTRY, guard

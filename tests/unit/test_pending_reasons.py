@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase, TaskState
-from hooks.core.reasons import Reason
-from hooks.core.status import Status, conditions, from_raw, to_raw
+from hooks.core.status import aggregate
+from hooks.core.status.record import Status, conditions, from_raw, to_raw
+from hooks.core.values.phases import Outcome, Phase, TaskState
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.htcondor.parse import parse_ads
 from hooks.schedulers.htcondor.states import to_task as condor_task
 from hooks.schedulers.slurm import reasons

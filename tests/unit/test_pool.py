@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors

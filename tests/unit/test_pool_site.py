@@ -3,7 +3,7 @@ metrics' ``cluster`` label of each names its own BatchCluster, not the first one
 
 from __future__ import annotations
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh.client import Jump, Target

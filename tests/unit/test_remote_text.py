@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hooks.core.secret import Credentials
-from hooks.core.status import Status, to_raw
-from hooks.core.text import MAX_MESSAGE, readable
+from hooks.core.sites.secret import Credentials
+from hooks.core.status.record import Status, to_raw
+from hooks.core.values.text import MAX_MESSAGE, readable
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Target

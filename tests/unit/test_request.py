@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core import status
-from hooks.core.request import BadHookRequest, Call, customize, named_objects
+from hooks.core.status import record
+from hooks.core.wire.request import BadHookRequest, Call, customize, named_objects
 from tests.unit.builders import config_map, request, secret
 from tests.unit.conftest import UID, call
 from tests.unit.conftest import call as parse_sync
@@ -67,7 +67,7 @@ def test_first_sync() -> None:
     req = parse_sync(body)
     assert (req.log_pod, req.finalizing, req.generation) == (None, False, 1)
     assert req.previous_raw == {}
-    assert req.previous == status.Status()
+    assert req.previous == record.Status()
 
 
 def test_finalize() -> None:

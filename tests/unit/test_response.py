@@ -7,10 +7,11 @@ import datetime
 
 import pytest
 
-from hooks.core import response
-from hooks.core.model import Phase
-from hooks.core.reasons import Reason
-from hooks.core.response import (
+from hooks.core.status.record import Status
+from hooks.core.values.phases import Phase
+from hooks.core.values.reasons import Reason
+from hooks.core.wire import response
+from hooks.core.wire.response import (
     MAX_BACKOFF,
     MAX_POLL,
     MIN_POLL,
@@ -18,7 +19,6 @@ from hooks.core.response import (
     envelope,
     resync_after,
 )
-from hooks.core.status import Status
 
 NOW = datetime.datetime(2026, 11, 22, 12, 0, 0, tzinfo=datetime.UTC)
 UIDS = [f"00000000-0000-4000-8000-{n:012d}" for n in range(300)]

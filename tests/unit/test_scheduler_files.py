@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import InputFile, JobRequest, SchedulerError
+from hooks.core.values.job import InputFile, JobRequest
+from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers import guard
 from hooks.schedulers.files import (
     ENV_FILE,

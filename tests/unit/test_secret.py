@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.secret import (
+from hooks.core.sites.secret import (
     FOREVER,
     Credentials,
     SecretError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core.selector import parse_selector
+from hooks.core.sites.selector import parse_selector
 
 SELECTOR = parse_selector({"matchLabels": {"hpc/a": "enabled"},
                            "matchExpressions": [{"key": "tier", "operator": "NotIn",

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hooks.core.fields import SpecError
-from hooks.core.model import JobRef, Outcome, SchedulerError, SubmitAnswer, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.values.fields import SpecError
+from hooks.core.values.job import JobRef, SubmitAnswer
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers import REGISTRY, guard
 from hooks.schedulers.slurm import SCHEDULER
 from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv

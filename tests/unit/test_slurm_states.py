@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase
-from hooks.core.reasons import Reason
+from hooks.core.status import aggregate
+from hooks.core.values.phases import Outcome, Phase
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.slurm.commands import SACCT_FIELDS, SQUEUE_FORMAT
 from hooks.schedulers.slurm.parse import parse_sacct, parse_squeue
 from hooks.schedulers.slurm.states import SlurmRecord, to_task

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.spec import digest, essence
+from hooks.core.spec.batchjob import digest, essence
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming
 
@@ -99,7 +99,7 @@ def test_env_values_change_the_digest() -> None:
 
 
 DIGEST_PROGRAM = """
-from hooks.core.spec import digest
+from hooks.core.spec.batchjob import digest
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
 print(digest(spec_of(raw_spec("htcondor", env=[{"name": "A", "value": "x"}],
     htcondor={"queue": 2, "submitOptions": {"+ProjectName": '"demo"', "rank": "Memory"}},

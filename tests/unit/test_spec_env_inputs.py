@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core.env_inputs import MAX_ENV, MAX_INPUTS
-from hooks.core.fields import SpecError
-from hooks.core.layout import relative_path, reserved_file
-from hooks.core.model import EnvVar, Input, ObjectKey
-from hooks.core.spec import parse
+from hooks.core.spec.batchjob import parse
+from hooks.core.spec.env_inputs import MAX_ENV, MAX_INPUTS
+from hooks.core.spec.layout import relative_path, reserved_file
+from hooks.core.values.fields import SpecError
+from hooks.core.values.job import EnvVar, Input, ObjectKey
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core import layout, status
-from hooks.core.fields import SpecError
-from hooks.core.layout import MAX_JUMPS
-from hooks.core.model import DEFAULT_WORK_DIR, ClusterRef, Hop
-from hooks.core.spec import parse
+from hooks.core.spec import layout
+from hooks.core.spec.batchjob import parse
+from hooks.core.spec.layout import MAX_JUMPS
+from hooks.core.status import record
+from hooks.core.values.fields import SpecError
+from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef, Hop
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import STORED_ROUTE
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
@@ -149,4 +150,4 @@ def test_an_empty_component_after_the_home_is_refused() -> None:
         layout.work_dir("~//x", "spec.cluster.workDir")
     assert layout.work_dir("~/x", "spec.cluster.workDir") == "x"
     stored = {"cluster": {**STORED_ROUTE, "workDir": "~//x"}}
-    assert status.from_raw(stored, REGISTRY).cluster is None
+    assert record.from_raw(stored, REGISTRY).cluster is None

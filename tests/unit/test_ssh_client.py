@@ -22,7 +22,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from hooks.core.secret import Credentials
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target

@@ -1,15 +1,16 @@
-"""Data around an attempt through whole sync calls (``hooks.core.staging`` with the executor's
-pure core): the submission waits for the inputs mover's report, and the end of an attempt waits
-for the outputs mover's; the mover Pods are children while they are needed."""
+"""Data around an attempt through whole sync calls (``hooks.core.decide.staging`` with the
+executor's pure core): the submission waits for the inputs mover's report, and the end of an
+attempt waits for the outputs mover's; the mover Pods are children while they are
+needed."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from hooks.core.children import LAST_APPLIED
-from hooks.core.effects import Cleanup, ListActive, Submit
-from hooks.core.model import Outcome, TaskState
+from hooks.core.decide.effects import Cleanup, ListActive, Submit
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.wire.log_pod import LAST_APPLIED
 from tests.unit.builders import SUBMITTED, Loop, Run, condition, queue, request, submitted_loop
 
 STORAGE = {"s3": {"endpoint": "http://s3.site:9000", "secretRef": {"name": "s3-creds"}}}

@@ -18,11 +18,12 @@ import jsonschema
 import pytest
 import yaml
 
-from hooks.core.model import ClusterRef, Hop, Phase
-from hooks.core.reasons import Reason
-from hooks.core.response import MAX_POLL, SLOW_POLL, resync_after
-from hooks.core.status import CONDITION_TYPES, Status, conditions, from_raw, to_raw
-from hooks.core.usage import Usage
+from hooks.core.status.record import CONDITION_TYPES, Status, conditions, from_raw, to_raw
+from hooks.core.status.usage import Usage
+from hooks.core.values.job import ClusterRef, Hop
+from hooks.core.values.phases import Phase
+from hooks.core.values.reasons import Reason
+from hooks.core.wire.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.schedulers import REGISTRY
 from tests.unit.conftest import UID
 

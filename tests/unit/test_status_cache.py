@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core.model import JobRef, Outcome, TaskState
+from hooks.core.values.job import JobRef
+from hooks.core.values.phases import Outcome, TaskState
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh.client import Remote

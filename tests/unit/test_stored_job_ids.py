@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.core import status, sync
-from hooks.core.effects import Cancel, Hold, Query, Release, Submit
-from hooks.core.model import (
-    Outcome,
-    SubmitAnswer,
-    SubmitOutcome,
-    TaskState,
-)
+from hooks.core.decide import sync
+from hooks.core.decide.effects import Cancel, Hold, Query, Release, Submit
+from hooks.core.status import record
+from hooks.core.values.job import SubmitAnswer, SubmitOutcome
+from hooks.core.values.phases import Outcome, TaskState
 from hooks.schedulers import REGISTRY
 from tests.unit.builders import T0, drive, request, stored_status
 from tests.unit.conftest import call
@@ -30,7 +27,7 @@ EXISTING = SubmitOutcome(SubmitAnswer.EXISTING, "500")
 ], ids=repr)
 def test_stored_job_ids_of_no_scheduler_form_or_of_two_jobs_are_dropped(
         ids: list[str], backend: str) -> None:
-    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
+    assert record.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
 
 
 @pytest.mark.parametrize(("backend", "ids"), [
@@ -38,7 +35,7 @@ def test_stored_job_ids_of_no_scheduler_form_or_of_two_jobs_are_dropped(
     ("slurm", ["4242_[3-5%2]"]), ("htcondor", ["15.0", "15.1"]), ("htcondor", ["15"]),
 ], ids=repr)
 def test_stored_job_ids_of_one_job_are_kept(backend: str, ids: list[str]) -> None:
-    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == tuple(ids)
+    assert record.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == tuple(ids)
 
 
 @pytest.mark.parametrize(("backend", "ids"), [
@@ -49,7 +46,7 @@ def test_stored_job_ids_are_kept_only_in_the_form_of_the_stored_backend(
         backend: str, ids: list[str]) -> None:
     """Each scheduler says which task ids are its own; a backend no scheduler answers to has
     none."""
-    assert status.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
+    assert record.from_raw({"backend": backend, "jobIDs": ids}, REGISTRY).job_ids == ()
 
 
 def test_an_option_as_a_stored_job_id_reaches_no_command() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hooks.core.fields import SpecError
+from hooks.core.values.fields import SpecError
 from hooks.schedulers.htcondor.description import submit_description, time_limit_expression
 from hooks.schedulers.htcondor.rules import (
     OWNED_COMMANDS,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core import response, rounds, sync
-from hooks.core.effects import (
+from hooks.core.decide import rounds, sync
+from hooks.core.decide.effects import (
     Access,
     Answer,
     Cleanup,
@@ -21,17 +21,11 @@ from hooks.core.effects import (
     Submit,
     Track,
 )
-from hooks.core.model import (
-    ClusterRef,
-    Hop,
-    JobRequest,
-    Outcome,
-    SubmitAnswer,
-    SubmitOutcome,
-    TaskState,
-)
-from hooks.core.reasons import Reason
-from hooks.core.spec import digest
+from hooks.core.spec.batchjob import digest
+from hooks.core.values.job import ClusterRef, Hop, JobRequest, SubmitAnswer, SubmitOutcome
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.wire import response
 from tests.unit.builders import (
     LOGIN,
     SUBMITTED,

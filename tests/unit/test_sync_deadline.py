@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import datetime
 
-from hooks.core import response, sync
-from hooks.core.effects import (
-    Cancel,
-    MarkEnded,
-    Query,
-)
-from hooks.core.model import Outcome, TaskState
-from hooks.core.reasons import Reason
+from hooks.core.decide import sync
+from hooks.core.decide.effects import Cancel, MarkEnded, Query
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.wire import response
 from tests.unit.builders import (
     ANOTHER_JOB,
     DOWN,

@@ -16,19 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.app import create_app
-from hooks.core.effects import Access
-from hooks.core.fields import SpecError, whole_number
-from hooks.core.model import (
+from hooks.core.decide.effects import Access
+from hooks.core.values.fields import SpecError, whole_number
+from hooks.core.values.job import (
     ClusterRef,
     JobRef,
     JobRequest,
-    Outcome,
     Resources,
     SubmitAnswer,
     SubmitOutcome,
-    TaskState,
 )
-from hooks.core.reasons import Reason
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.runtime import Runtime

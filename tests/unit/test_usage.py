@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from hooks.core import aggregate
-from hooks.core.model import Outcome, Phase, TaskState, TaskUsage
-from hooks.core.status import Status, from_raw, to_raw
-from hooks.core.usage import MAX_NODES, Usage, summed
+from hooks.core.status import aggregate
+from hooks.core.status.record import Status, from_raw, to_raw
+from hooks.core.status.usage import MAX_NODES, Usage, summed
+from hooks.core.values.phases import Outcome, Phase, TaskState, TaskUsage
 from hooks.schedulers import REGISTRY
 from hooks.schedulers.htcondor.parse import parse_ads
 from hooks.schedulers.htcondor.states import to_task as condor_task

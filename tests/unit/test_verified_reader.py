@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hooks.core.reasons import Reason
+from hooks.core.values.reasons import Reason
 from hooks.movers import workers
 from hooks.movers.store import MAX_PARTS, MIB, PART_SIZE, MoveError, Verified, part_size
 

@@ -26,7 +26,7 @@ limit's parentheses, even through a macro; ``rules`` also refuses such text earl
 
 from __future__ import annotations
 
-from hooks.core.model import JobRequest
+from hooks.core.values.job import JobRequest
 from hooks.schedulers.files import ENV_FILE, WRAPPER, input_tops
 from hooks.schedulers.htcondor.rules import KEY_ATTRIBUTE as KEY_ATTRIBUTE
 from hooks.schedulers.htcondor.rules import PERIODIC_REMOVE, USER_PERIODIC_REMOVE, HTCondorOptions

@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hooks.core.model import JobRef, Outcome, SchedulerError, TaskState
+from hooks.core.values.job import JobRef
+from hooks.core.values.phases import Outcome, TaskState
+from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers.htcondor import states, waiting
 from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE
 from hooks.schedulers.htcondor.states import CondorRecord

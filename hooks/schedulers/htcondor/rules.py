@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.core.fields import SpecError, mapping, whole_number
-from hooks.core.model import Resources
-from hooks.core.text import has_control, shown
+from hooks.core.values.fields import SpecError, mapping, whole_number
+from hooks.core.values.job import Resources
+from hooks.core.values.text import has_control, shown
 
 FIELD = "spec.htcondor.submitOptions"
 
@@ -67,7 +67,7 @@ so, the user's expression is kept and combined with the time limit (see ``descri
 
 LIMITED_COMMANDS: tuple[tuple[SubmitCommand, tuple[str, ...]], ...] = (
     # Each by its names and its attribute as OWNED_COMMANDS (same sources), with the quantities
-    # of hooks.core.scheduler.LIMITED it sets. The time limit is hpcbridge's periodic_remove of
+    # of hooks.core.values.sdk.LIMITED it sets. The time limit is hpcbridge's periodic_remove of
     # a proc's current run (a periodic_remove of the user's is kept beside it and can only
     # remove sooner), so what sets it is what starts a proc's run again: a release, a re-run on
     # exit, a retry, a checkpoint's restart.

@@ -11,8 +11,8 @@ import datetime
 import re
 from dataclasses import dataclass, field
 
-from hooks.core.model import Outcome, TaskState, TaskUsage
-from hooks.core.reasons import Reason
+from hooks.core.values.phases import Outcome, TaskState, TaskUsage
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.htcondor import waiting
 from hooks.schedulers.htcondor.rules import USER_PERIODIC_REMOVE
 from hooks.schedulers.htcondor.waiting import Requests

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.core.model import TaskUsage
-from hooks.core.reasons import Reason
+from hooks.core.values.phases import TaskUsage
+from hooks.core.values.reasons import Reason
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from hooks.core.model import TaskUsage
+from hooks.core.values.phases import TaskUsage
 
 MAX_NODES = 1024
 """Host names expanded from one node list at most."""

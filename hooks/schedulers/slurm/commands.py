@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from hooks.core.model import JobRequest
+from hooks.core.values.job import JobRequest
 from hooks.schedulers.files import ENV_FILE
 from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.rules import SlurmOptions

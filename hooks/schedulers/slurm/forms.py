@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hooks.core.text import shown
+from hooks.core.values.text import shown
 
 MAX_ARRAY_TASKS = 100_000
 MAX_INDEX_DIGITS = 10

@@ -1,4 +1,4 @@
-"""Which of sbatch's options set what a BatchCluster limits (``hooks.core.scheduler.LIMITED``):
+"""Which of sbatch's options set what a BatchCluster limits (``hooks.core.values.sdk.LIMITED``):
 the partition, the time limit, the CPUs, memory, GPUs and nodes of a job. Pure: no I/O.
 
 ``spec.slurm.extraArgs`` and the script's ``#SBATCH`` directives come after the options
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from hooks.core.scheduler import LIMITED
-from hooks.core.text import shown
+from hooks.core.values.sdk import LIMITED
+from hooks.core.values.text import shown
 from hooks.schedulers.slurm.directives import directives
 from hooks.schedulers.slurm.options import (
     SBATCH_LONG_WITH_VALUE,

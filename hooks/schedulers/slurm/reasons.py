@@ -8,7 +8,7 @@ failure.
 
 from __future__ import annotations
 
-from hooks.core.reasons import Reason
+from hooks.core.values.reasons import Reason
 
 ORDINARY = {
     "Priority": "SLURM queues it behind jobs of higher priority",

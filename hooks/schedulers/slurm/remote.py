@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from hooks.core.model import JobRef, JobRequest, SchedulerError, SubmitOutcome, TaskState
+from hooks.core.values.job import JobRef, JobRequest, SubmitOutcome
+from hooks.core.values.phases import TaskState
+from hooks.core.values.sdk import SchedulerError
 from hooks.deadline import Deadline
 from hooks.schedulers import guard
 from hooks.schedulers.base import chunks

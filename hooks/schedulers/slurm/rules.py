@@ -7,9 +7,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hooks.core.fields import SpecError, line
-from hooks.core.model import Resources
-from hooks.core.text import has_control, shown
+from hooks.core.values.fields import SpecError, line
+from hooks.core.values.job import Resources
+from hooks.core.values.text import has_control, shown
 from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.directives import directives
 from hooks.schedulers.slurm.limited import free_form_settings
@@ -80,7 +80,7 @@ class SlurmRules:
 
         >>> SlurmRules().check_script("#!/bin/sh\\n#SBATCH -p debug --ch /x\\n")
         Traceback (most recent call last):
-        hooks.core.fields.SpecError: spec.script line 2 ('#SBATCH -p debug --ch /x') sets --chdir...
+        hooks.core.values.fields.SpecError: spec.script line 2 (...) sets --chdir...
         """
         for number, text, args in directives(script):
             for option in filter(None, map(reserved_option, args)):

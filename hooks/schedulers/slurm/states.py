@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks.core.model import Outcome, TaskState, TaskUsage
-from hooks.core.reasons import Reason
+from hooks.core.values.phases import Outcome, TaskState, TaskUsage
+from hooks.core.values.reasons import Reason
 from hooks.schedulers.slurm import reasons
 
 STATES: dict[str, tuple[Outcome, Reason]] = {

@@ -1,0 +1,265 @@
+"""The sync decision: what one sync of a BatchJob does, read top to bottom.
+
+``decide`` is a generator: it yields each effect for the shell to run (submit the planned
+attempt, or look the current one up, then hold, release or cancel its jobs), receives its
+result and returns the answer. It plans from the last status (``lifecycle.plan``) and answers
+at once when nothing is due or the spec or Secret rules it out. An attempt that ended by an
+infrastructure failure within ``backoffLimit`` is resubmitted in the same sync, so that the
+BatchJob does not flash Failed. ``spec.suspend`` keeps an attempt from being submitted, or
+holds it while it waits in the queue (``hooks.core.decide.suspension``);
+``spec.activeDeadlineSeconds`` cancels it once it has been on the cluster that long. Pure: no
+I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hooks.core.decide import answer, staging, suspension
+from hooks.core.decide.effects import (
+    Answer,
+    Cancel,
+    Decision,
+    Effects,
+    Forget,
+    MarkEnded,
+    Query,
+    Submit,
+    Track,
+    Trouble,
+)
+from hooks.core.decide.rounds import Round, attempt_placement, credentials, generation
+from hooks.core.spec import payload
+from hooks.core.spec.batchjob import Placement, digest
+from hooks.core.status import aggregate, lifecycle
+from hooks.core.status.lifecycle import Due, Plan
+from hooks.core.status.record import Status
+from hooks.core.values.job import (
+    JobRef,
+    JobRequest,
+    Resources,
+    Spec,
+    SubmitAnswer,
+    SubmitOutcome,
+    attempt_dir,
+    attempt_key,
+)
+from hooks.core.values.phases import TaskState
+from hooks.core.values.reasons import Reason
+from hooks.core.wire import response
+from hooks.core.wire.request import Call
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """Where a round left the attempt, and lines for the log; the sync may go on from it."""
+
+    status: Status
+    notes: tuple[str, ...] = ()
+
+
+def decide(call: Call) -> Decision:
+    """One sync call: the effects it runs, then its answer. Pure: no I/O."""
+    prev = call.previous
+    reached = yield from _round(call, prev)
+    if isinstance(reached, Reached) and _ended_for_a_retry(call, prev, reached.status):
+        # The next attempt follows in the same sync, once.
+        prev = reached.status
+        reached = yield from _round(call, prev)
+    if isinstance(reached, Answer):
+        return reached
+    spec, new = call.parsed.spec, reached.status
+    next_due = spec is not None and new.finished and lifecycle.plan(
+        new, generation=generation(call, prev), backoff_limit=spec.backoff_limit
+    ).due is Due.SUBMIT
+    return answer.build(call, new, next_attempt_due=next_due, notes=reached.notes)
+
+
+def _ended_for_a_retry(call: Call, prev: Status, new: Status) -> bool:
+    """Whether this sync ended the attempt, so that the next one, if due, follows at once.
+    (After a spec edit the end stays visible, with its log Pod, and the next attempt follows
+    on the next sync.)"""
+    return new.finished and not prev.finished and new.attempt_generation == generation(
+        call, prev)
+
+
+def _round(call: Call, prev: Status) -> Effects[Answer | Reached]:
+    """Submit the attempt due after ``prev``, or look the current one up; or answer at once
+    when nothing is due or the spec, the Secrets or ``spec.suspend`` rule it out."""
+    spec = call.parsed.spec
+    if staging.collecting(prev):
+        return answer.build(call, staging.collected(call, prev))
+    plan = lifecycle.plan(prev, generation=generation(call, prev),
+                          backoff_limit=spec.backoff_limit if spec else 0)
+    if plan.due is Due.IDLE:
+        return answer.build(call, prev)
+    same_attempt = plan.due is Due.TRACK or plan.attempt == prev.attempt
+    where = attempt_placement(call, prev) if same_attempt else call.parsed.placement
+    if where is None or (spec is None and plan.due is Due.SUBMIT):
+        if call.parsed.reason in lifecycle.WAITING_FOR_SITE and plan.due is Due.SUBMIT:
+            new = lifecycle.unreachable(prev, plan, call.parsed.reason, call.parsed.error,
+                                        backend=call.parsed.backend)
+            return answer.build(call, new)
+        return answer.build(call, lifecycle.invalid_spec(prev, call.parsed.error,
+                                                         backend=call.parsed.backend))
+    submit = spec if plan.due is Due.SUBMIT else None
+    if submit is not None and submit.suspend and not _tried(prev, plan):
+        return answer.build(call, lifecycle.suspended(prev, plan, backend=where.backend))
+    access = credentials(call, where.cluster)
+    if isinstance(access, Trouble):
+        new = lifecycle.unreachable(prev, plan, access.reason, access.message,
+                                    backend=where.backend, cluster=where.cluster)
+        return answer.build(call, new)
+    at = Round(call, prev, plan, where, access)
+    if submit is not None:
+        return (yield from _submit(at, submit))
+    return (yield from _track(at))
+
+
+def _tried(prev: Status, plan: Plan) -> bool:
+    """Whether a submission of the planned attempt may have reached the cluster already (then
+    it is completed, and the job held once it has an id). An attempt that waited, suspended
+    or for a Secret or ConfigMap, was not sent by the last sync."""
+    return prev.attempt == plan.attempt and prev.reason not in lifecycle.NOT_SENT
+
+
+def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
+    """Submit the attempt (guarded: one submitted before is found, never sent twice), then
+    have the shared status track its job."""
+    call, prev, plan, where = at.call, at.prev, at.plan, at.where
+    job = _job(at, spec)
+    if isinstance(job, Answer):
+        return job
+    gated = staging.gate(at, job)
+    if isinstance(gated, Answer):
+        return gated
+    job, inputs = gated
+    outcome: SubmitOutcome | Trouble = yield at.effect(Submit(job))
+    if isinstance(outcome, Trouble):
+        return at.unreachable(outcome)
+    backend, cluster = where.backend, where.cluster
+    spec_hash = prev.spec_hash if prev.attempt == plan.attempt and prev.spec_hash else digest(
+        job.spec)
+    if outcome.answer is SubmitAnswer.IN_FLIGHT:
+        new = lifecycle.in_flight(prev, plan, backend=backend, cluster=cluster)
+        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
+    if outcome.answer is SubmitAnswer.REFUSED:
+        new = lifecycle.refused(prev, plan, backend=backend, cluster=cluster,
+                                message=outcome.message)
+        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
+    if outcome.answer is SubmitAnswer.TRANSIENT:
+        return at.unreachable(Trouble(
+            Reason.CLUSTER_UNREACHABLE,
+            f"The scheduler did not take the submission ({outcome.message}); it is retried "
+            "once the attempt's guard expires."))
+    ref = JobRef(job.key, outcome.job_id,
+                 call.rules[backend].expected_tasks(job.spec.options, outcome.job_id))
+    new = lifecycle.submitted(prev, plan, backend=backend, cluster=cluster, job=ref,
+                              now=response.format_time(call.now))
+    yield at.effect(Track(ref))
+    notes = (f"submitted {call.namespace}/{call.name} attempt {plan.attempt} as {backend} "
+             f"job {outcome.job_id}",) if outcome.answer is SubmitAnswer.SUBMITTED else ()
+    return Reached(replace(new, spec_hash=spec_hash, inputs=inputs), notes)
+
+
+def _job(at: Round, spec: Spec) -> JobRequest | Answer:
+    """The attempt to submit, with its env and input files; or the answer saying why the
+    objects they come from cannot be read."""
+    call = at.call
+    resolved = payload.resolve(spec, namespace=call.namespace, secrets=call.secrets,
+                               config_maps=call.config_maps,
+                               writes_file=call.rules[at.where.backend].writes_file)
+    if isinstance(resolved, payload.Unresolved):
+        if resolved.reason is Reason.INVALID_SPEC:
+            return answer.build(call, lifecycle.invalid_spec(at.prev, resolved.message,
+                                                             backend=at.where.backend))
+        return at.unreachable(Trouble(resolved.reason, resolved.message))
+    return JobRequest(call.namespace, call.name, call.uid, at.plan.attempt,
+                      _for_attempt(call, spec, at.where), call.policy.guard_stale,
+                      environment=resolved.environment, inputs=resolved.inputs)
+
+
+def _track(at: Round) -> Effects[Answer | Reached]:
+    """Look the attempt up; cancel it past its deadline, hold or release it as
+    ``spec.suspend`` says, or record its end."""
+    call, prev, backend = at.call, at.prev, at.where.backend
+    ref = JobRef(attempt_key(call.uid, at.plan.attempt),
+                 call.rules[backend].job_id(prev.job_ids[0]), prev.job_ids)
+    tasks: Sequence[TaskState] | Trouble = yield at.effect(Query(ref))
+    if isinstance(tasks, Trouble):
+        return at.unreachable(tasks)
+    new = _observed(at, ref, tasks)
+    # Only jobs the scheduler showed under the attempt's name or key are held, released or
+    # cancelled: the stored status (the ids expected but not visible yet) is anyone's to edit.
+    jobs = tuple(sorted({call.rules[backend].job_id(task.task_id) for task in tasks}))
+    spec = call.parsed.spec
+    limit = spec.active_deadline_seconds if spec else None
+    if not new.finished and limit is not None and _seconds_on_cluster(at) >= limit:
+        return (yield from _past_deadline(at, ref, new, jobs, limit))
+    if not new.finished:
+        return Reached((yield from suspension.follow(at, new, jobs)))
+    return (yield from _ended(at, ref, new))
+
+
+def _observed(at: Round, ref: JobRef, tasks: Sequence[TaskState]) -> Status:
+    """The attempt as the scheduler shows it."""
+    call, spec = at.call, at.call.parsed.spec
+    summary = aggregate.summarize(
+        tasks,
+        expected=ref.expected_tasks,
+        single=len(ref.expected_tasks) == 1,
+        seconds_since_submit=_seconds_on_cluster(at),
+    )
+    return replace(lifecycle.observed(at.prev, at.plan, summary, backend=at.where.backend,
+                                      generation=generation(call, at.prev),
+                                      backoff_limit=spec.backoff_limit if spec else 0),
+                   inputs=at.prev.inputs)
+
+
+def _seconds_on_cluster(at: Round) -> float:
+    submitted_at = response.parse_time(at.prev.submit_time) or at.call.now
+    return (at.call.now - submitted_at).total_seconds()
+
+
+def _past_deadline(
+    at: Round, ref: JobRef, new: Status, jobs: tuple[str, ...], limit: int
+) -> Effects[Reached]:
+    """``spec.activeDeadlineSeconds`` has passed: cancel the jobs the scheduler shows, then
+    record the end. A cancel that fails is tried again by the next sync."""
+    ended = lifecycle.deadline_exceeded(new, limit, jobs,
+                                        now=response.format_time(at.call.now))
+    if new.active == 0:  # nothing the scheduler shows is left to cancel
+        return (yield from _ended(at, ref, ended))
+    if not jobs:  # cancelled once the scheduler shows the attempt's jobs
+        return Reached(new)
+    done: Trouble | None = yield at.effect(Cancel(jobs))
+    if isinstance(done, Trouble):
+        return Reached(lifecycle.unreachable(new, at.plan, done.reason, done.message,
+                                             backend=at.where.backend))
+    return (yield from _ended(at, ref, ended))
+
+
+def _ended(at: Round, ref: JobRef, new: Status) -> Effects[Reached]:
+    """The attempt is over: its directory learns the end (``MarkEnded``): a following log Pod
+    reads it there, and the env file goes; then it leaves the shared status. Writing the end
+    may fail like any command; the answer does not depend on it (finalize removes the
+    directory in the end)."""
+    call, spec = at.call, at.call.parsed.spec
+    if spec is not None and (spec.logs_follow or spec.env or spec.outputs):
+        yield at.effect(MarkEnded(attempt_dir(at.where.cluster.work_dir, call.namespace,
+                                              call.name, call.uid, at.plan.attempt),
+                                  str(new.phase)))
+    yield at.effect(Forget(ref.key))
+    return Reached(staging.ended(call, new))
+
+
+def _for_attempt(call: Call, spec: Spec, where: Placement) -> Spec:
+    """The spec as the attempt is submitted: on the cluster (route, workDir) it was first sent
+    to, and, after an edit changed ``spec.backend``, with that scheduler's defaults for its
+    own block."""
+    spec = replace(spec, cluster=where.cluster)
+    if spec.backend == where.backend:
+        return spec
+    return replace(spec, backend=where.backend,
+                   options=call.rules[where.backend].parse_options({}, Resources()))
