@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hooks.core.decide import answer
-from hooks.core.decide.effects import Access, Action, Answer, Effect, Trouble
+from hooks.core.decide.effects import Access, Action, Effect, Trouble
 from hooks.core.sites.secret import Credentials, SecretError, parse_secret
 from hooks.core.spec.batchjob import Placement
 from hooks.core.status import lifecycle
@@ -36,11 +35,10 @@ class Round:
         """``action`` on the attempt's cluster."""
         return Effect(self.where, self.access, action)
 
-    def unreachable(self, trouble: Trouble) -> Answer:
-        """The answer when the cluster could not be asked: the last known state, and why."""
-        new = lifecycle.unreachable(self.prev, self.plan, trouble.reason, trouble.message,
-                                    backend=self.where.backend, cluster=self.where.cluster)
-        return answer.build(self.call, new)
+    def unreachable(self, trouble: Trouble) -> Status:
+        """The status when the cluster could not be asked: the last known state, and why."""
+        return lifecycle.unreachable(self.prev, self.plan, trouble.reason, trouble.message,
+                                     backend=self.where.backend, cluster=self.where.cluster)
 
 
 def generation(call: Call, prev: Status) -> int:

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hooks.core.decide import answer
-from hooks.core.decide.effects import Answer
 from hooks.core.decide.rounds import Round
 from hooks.core.status import lifecycle
 from hooks.core.status.record import Status
@@ -27,9 +25,9 @@ from hooks.core.wire import mover_pods
 from hooks.core.wire.request import Call
 
 
-def gate(at: Round, job: JobRequest) -> tuple[JobRequest, Transfer | None] | Answer:
+def gate(at: Round, job: JobRequest) -> tuple[JobRequest, Transfer | None] | Status:
     """The job to submit, with its staged inputs, and what the inputs mover reported; or the
-    answer that waits for them."""
+    status that waits for them."""
     spec = job.spec
     if not spec.data_inputs:
         return job, None
@@ -47,7 +45,7 @@ def gate(at: Round, job: JobRequest) -> tuple[JobRequest, Transfer | None] | Ans
                else f"The inputs are being staged on the cluster by Pod {pod}.")
     new = lifecycle.staging(prev, plan, backend=at.where.backend, cluster=at.where.cluster,
                             reason=seen.reason or Reason.STAGING_INPUTS, message=message)
-    return answer.build(call, replace(new, inputs=seen))
+    return replace(new, inputs=seen)
 
 
 def ended(call: Call, new: Status) -> Status:

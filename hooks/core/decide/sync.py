@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 
 from hooks.core.decide import answer, staging, suspension
 from hooks.core.decide.effects import (
-    Answer,
     Cancel,
     Decision,
     Effects,
@@ -67,8 +66,8 @@ def decide(call: Call) -> Decision:
         # The next attempt follows in the same sync, once.
         prev = reached.status
         reached = yield from _round(call, prev)
-    if isinstance(reached, Answer):
-        return reached
+    if isinstance(reached, Status):
+        return answer.build(call, reached)
     spec, new = call.parsed.spec, reached.status
     next_due = spec is not None and new.finished and lifecycle.plan(
         new, generation=generation(call, prev), backoff_limit=spec.backoff_limit
@@ -84,33 +83,31 @@ def _ended_for_a_retry(call: Call, prev: Status, new: Status) -> bool:
         call, prev)
 
 
-def _round(call: Call, prev: Status) -> Effects[Answer | Reached]:
-    """Submit the attempt due after ``prev``, or look the current one up; or answer at once
-    when nothing is due or the spec, the Secrets or ``spec.suspend`` rule it out."""
+def _round(call: Call, prev: Status) -> Effects[Status | Reached]:
+    """Submit the attempt due after ``prev``, or look the current one up; or the status to
+    answer with at once, when nothing is due or the spec, the Secrets or ``spec.suspend`` rule
+    it out."""
     spec = call.parsed.spec
     if staging.collecting(prev):
-        return answer.build(call, staging.collected(call, prev))
+        return staging.collected(call, prev)
     plan = lifecycle.plan(prev, generation=generation(call, prev),
                           backoff_limit=spec.backoff_limit if spec else 0)
     if plan.due is Due.IDLE:
-        return answer.build(call, prev)
+        return prev
     same_attempt = plan.due is Due.TRACK or plan.attempt == prev.attempt
     where = attempt_placement(call, prev) if same_attempt else call.parsed.placement
     if where is None or (spec is None and plan.due is Due.SUBMIT):
         if call.parsed.reason in lifecycle.WAITING_FOR_SITE and plan.due is Due.SUBMIT:
-            new = lifecycle.unreachable(prev, plan, call.parsed.reason, call.parsed.error,
-                                        backend=call.parsed.backend)
-            return answer.build(call, new)
-        return answer.build(call, lifecycle.invalid_spec(prev, call.parsed.error,
-                                                         backend=call.parsed.backend))
+            return lifecycle.unreachable(prev, plan, call.parsed.reason, call.parsed.error,
+                                         backend=call.parsed.backend)
+        return lifecycle.invalid_spec(prev, call.parsed.error, backend=call.parsed.backend)
     submit = spec if plan.due is Due.SUBMIT else None
     if submit is not None and submit.suspend and not _tried(prev, plan):
-        return answer.build(call, lifecycle.suspended(prev, plan, backend=where.backend))
+        return lifecycle.suspended(prev, plan, backend=where.backend)
     access = credentials(call, where.cluster)
     if isinstance(access, Trouble):
-        new = lifecycle.unreachable(prev, plan, access.reason, access.message,
-                                    backend=where.backend, cluster=where.cluster)
-        return answer.build(call, new)
+        return lifecycle.unreachable(prev, plan, access.reason, access.message,
+                                     backend=where.backend, cluster=where.cluster)
     at = Round(call, prev, plan, where, access)
     if submit is not None:
         return (yield from _submit(at, submit))
@@ -124,15 +121,15 @@ def _tried(prev: Status, plan: Plan) -> bool:
     return prev.attempt == plan.attempt and prev.reason not in lifecycle.NOT_SENT
 
 
-def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
+def _submit(at: Round, spec: Spec) -> Effects[Status | Reached]:
     """Submit the attempt (guarded: one submitted before is found, never sent twice), then
     have the shared status track its job."""
     call, prev, plan, where = at.call, at.prev, at.plan, at.where
     job = _job(at, spec)
-    if isinstance(job, Answer):
+    if isinstance(job, Status):
         return job
     gated = staging.gate(at, job)
-    if isinstance(gated, Answer):
+    if isinstance(gated, Status):
         return gated
     job, inputs = gated
     outcome: SubmitOutcome | Trouble = yield at.effect(Submit(job))
@@ -163,8 +160,8 @@ def _submit(at: Round, spec: Spec) -> Effects[Answer | Reached]:
     return Reached(replace(new, spec_hash=spec_hash, inputs=inputs), notes)
 
 
-def _job(at: Round, spec: Spec) -> JobRequest | Answer:
-    """The attempt to submit, with its env and input files; or the answer saying why the
+def _job(at: Round, spec: Spec) -> JobRequest | Status:
+    """The attempt to submit, with its env and input files; or the status saying why the
     objects they come from cannot be read."""
     call = at.call
     resolved = payload.resolve(spec, namespace=call.namespace, secrets=call.secrets,
@@ -172,15 +169,14 @@ def _job(at: Round, spec: Spec) -> JobRequest | Answer:
                                writes_file=call.rules[at.where.backend].writes_file)
     if isinstance(resolved, payload.Unresolved):
         if resolved.reason is Reason.INVALID_SPEC:
-            return answer.build(call, lifecycle.invalid_spec(at.prev, resolved.message,
-                                                             backend=at.where.backend))
+            return lifecycle.invalid_spec(at.prev, resolved.message, backend=at.where.backend)
         return at.unreachable(Trouble(resolved.reason, resolved.message))
     return JobRequest(call.namespace, call.name, call.uid, at.plan.attempt,
                       _for_attempt(call, spec, at.where), call.policy.guard_stale,
                       environment=resolved.environment, inputs=resolved.inputs)
 
 
-def _track(at: Round) -> Effects[Answer | Reached]:
+def _track(at: Round) -> Effects[Status | Reached]:
     """Look the attempt up; cancel it past its deadline, hold or release it as
     ``spec.suspend`` says, or record its end."""
     call, prev, backend = at.call, at.prev, at.where.backend
