@@ -35,7 +35,8 @@ from hooks.core.sites.secret import (
 )
 from hooks.core.values.job import JobRef
 from hooks.deadline import Deadline
-from hooks.schedulers import REGISTRY, guard
+from hooks.schedulers import guard
+from hooks.schedulers.registry import REGISTRY
 from hooks.ssh import errors
 from hooks.ssh.client import Jump, Remote, Target
 from hooks.ssh.login import connect

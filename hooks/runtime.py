@@ -20,8 +20,8 @@ from typing import Any
 from hooks.admission import Admission
 from hooks.core.wire.request import Policy
 from hooks.metrics import Metrics
-from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import Registry, Scheduler, Transport, TransportKind
+from hooks.schedulers.registry import REGISTRY
 from hooks.settings import Settings
 from hooks.status_cache import StatusCache
 

@@ -150,4 +150,4 @@ class Scheduler(SchedulerRules, Protocol[Taken]):
 
 
 Registry = Mapping[str, Scheduler[Any]]
-"""Every scheduler by its ``spec.backend`` name (``hooks.schedulers.REGISTRY``)."""
+"""Every scheduler by its ``spec.backend`` name (``hooks.schedulers.registry.REGISTRY``)."""

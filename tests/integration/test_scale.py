@@ -15,8 +15,8 @@ from hooks.core.values.job import JobRef
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
-from hooks.schedulers.slurm import Slurm
 from hooks.schedulers.slurm.commands import job_name
+from hooks.schedulers.slurm.scheduler import Slurm
 from hooks.ssh import errors
 from hooks.ssh.client import Remote, Target
 from hooks.ssh.pool import Pool, PooledConnection

@@ -15,8 +15,8 @@ from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
-from hooks.schedulers.slurm import Slurm
 from hooks.schedulers.slurm.commands import SACCT_CHUNK
+from hooks.schedulers.slurm.scheduler import Slurm
 from hooks.ssh.client import Remote
 from hooks.ssh.pool import Pool, PooledConnection
 from hooks.status_cache import StatusCache

@@ -28,8 +28,8 @@ from hooks.core.wire.request import Call, Policy, parse_call
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics, verb
 from hooks.runtime import Runtime
-from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import Registry
+from hooks.schedulers.registry import REGISTRY
 from hooks.schedulers.shell import ShellTransport
 from hooks.settings import Settings
 from hooks.ssh.client import Completed, Target

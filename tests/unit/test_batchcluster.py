@@ -13,7 +13,7 @@ import pytest
 from hooks.core.sites.routing import parse_routed
 from hooks.core.values.reasons import Reason
 from hooks.core.wire.request import customize
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import UID
 

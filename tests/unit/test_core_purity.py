@@ -13,9 +13,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import grimp
 import pytest
 
 HOOKS = Path(__file__).resolve().parents[2] / "hooks"
@@ -42,6 +43,56 @@ def test_the_import_contracts_hold() -> None:
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
+
+
+def import_cycles(imports: Mapping[str, set[str]]) -> list[list[str]]:
+    """The cycles of a module graph (its strongly connected components of more than one
+    module), where importing a module also runs its packages' ``__init__``."""
+    edges = {module: {ancestor for name in names for ancestor in _with_packages(name)
+                      if ancestor in imports and ancestor != module}
+             for module, names in imports.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(edges[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _with_packages(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+
+
+def test_no_import_cycle_anywhere_in_hooks() -> None:
+    graph = grimp.build_graph("hooks")
+    imports = {module: set(graph.find_modules_directly_imported_by(module))
+               for module in graph.modules}
+    assert import_cycles(imports) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_package() -> None:
+    imports = {"p": {"p.a"}, "p.a": {"p.b"}, "p.b": set(), "q": {"p.b"}}
+    assert import_cycles(imports) == [["p", "p.a"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def violations(source: str) -> Iterator[str]:

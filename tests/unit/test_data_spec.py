@@ -11,7 +11,7 @@ import pytest
 from hooks.core.spec.batchjob import digest, parse
 from hooks.core.spec.data import matches
 from hooks.core.values.storage import DataInput, Output, S3Object, S3Storage, Volume, When
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.static.admission import MINIMAL_SPEC, batchjob_violations
 from tests.unit.conftest import raw_spec, spec_of
 

@@ -14,7 +14,7 @@ from hooks.core.decide.effects import Cancel, Cleanup, ListActive, MarkEnded, Qu
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
 from hooks.core.wire.request import parse_call
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import LOGIN, SUBMITTED, Run, drive, queue, request, running
 from tests.unit.conftest import NOW, POLICY
 

@@ -26,8 +26,7 @@ from hooks.core.values.job import JobRef, JobRequest, SubmitAnswer
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import SchedulerError
-from hooks.schedulers import REGISTRY, guard
-from hooks.schedulers.htcondor import SCHEDULER
+from hooks.schedulers import guard
 from hooks.schedulers.htcondor.commands import (
     SUBMIT,
     SUBMIT_PROGRAM,
@@ -43,7 +42,9 @@ from hooks.schedulers.htcondor.description import (
 from hooks.schedulers.htcondor.parse import ATTRIBUTES, parse_ads
 from hooks.schedulers.htcondor.remote import rm_gone_only, submit_outcome
 from hooks.schedulers.htcondor.rules import RESERVED_KEYS, HTCondorRules
+from hooks.schedulers.htcondor.scheduler import SCHEDULER
 from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER, to_task
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import (
     FIXTURES,
     UID,

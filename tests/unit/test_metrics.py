@@ -12,8 +12,9 @@ from hooks import __version__
 from hooks.core.values.job import JobRef, JobRequest
 from hooks.deadline import Deadline
 from hooks.metrics import MAX_CLUSTERS, Metrics, verb
-from hooks.schedulers import REGISTRY, guard
+from hooks.schedulers import guard
 from hooks.schedulers.base import Scheduler
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import FakeConnection, completed, raw_spec, spec_of
 
 VERBS = {"hpcbridge-submit", "hpcbridge-cleanup", "squeue", "sacct", "scancel", "condor_q",

@@ -15,7 +15,7 @@ from hooks.core.spec.batchjob import parse_spec
 from hooks.core.spec.payload import MAX_FILES, MAX_PAYLOAD, Payload, Unresolved, resolve
 from hooks.core.values.job import InputFile, JobRequest
 from hooks.core.values.reasons import Reason
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import LOGIN, b64, config_map, secret
 from tests.unit.conftest import UID, raw_spec, spec_of
 

@@ -27,11 +27,11 @@ from hooks.schedulers.files import (
     input_tops,
     shell_environment,
 )
-from hooks.schedulers.htcondor import SCHEDULER as HTCONDOR
 from hooks.schedulers.htcondor.commands import SUBMIT as HTCONDOR_SUBMIT
 from hooks.schedulers.htcondor.description import submit_description
-from hooks.schedulers.slurm import SCHEDULER as SLURM
+from hooks.schedulers.htcondor.scheduler import SCHEDULER as HTCONDOR
 from hooks.schedulers.slurm.commands import EXPORT, sbatch_argv, submit_argv
+from hooks.schedulers.slurm.scheduler import SCHEDULER as SLURM
 from tests.unit.conftest import UID, FakeConnection, completed, deadline, job, stand_ins
 
 SECRET_VALUE = "tok'en $(rm -rf /) `id` \\n \"quoted\"\nsecond line"

@@ -13,8 +13,8 @@ from hooks.core.values.job import JobRef, SubmitAnswer
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import SchedulerError
-from hooks.schedulers import REGISTRY, guard
-from hooks.schedulers.slurm import SCHEDULER
+from hooks.schedulers import guard
+from hooks.schedulers.registry import REGISTRY
 from hooks.schedulers.slurm.commands import IN_PLACE, sbatch_argv
 from hooks.schedulers.slurm.options import (
     SBATCH_LONG_WITH_VALUE,
@@ -25,6 +25,7 @@ from hooks.schedulers.slurm.options import (
 )
 from hooks.schedulers.slurm.remote import submit_outcome
 from hooks.schedulers.slurm.rules import missing_value
+from hooks.schedulers.slurm.scheduler import SCHEDULER
 from hooks.ssh.client import Completed
 from tests.unit.conftest import (
     UID,

@@ -13,7 +13,7 @@ import yaml
 
 from hooks.core.spec.batchjob import MAX_SCRIPT_BYTES, parse, parse_placement
 from hooks.core.values.fields import SpecError
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from hooks.schedulers.slurm import forms
 from tests.unit.conftest import spec_of as parse_spec
 

@@ -10,7 +10,7 @@ from hooks.core.spec.env_inputs import MAX_ENV, MAX_INPUTS
 from hooks.core.spec.layout import relative_path, reserved_file
 from hooks.core.values.fields import SpecError
 from hooks.core.values.job import EnvVar, Input, ObjectKey
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming
 

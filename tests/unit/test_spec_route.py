@@ -11,7 +11,7 @@ from hooks.core.spec.layout import MAX_JUMPS
 from hooks.core.status import record
 from hooks.core.values.fields import SpecError
 from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef, Hop
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import STORED_ROUTE
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
 from tests.unit.test_spec import one_sentence_naming

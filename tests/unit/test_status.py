@@ -24,7 +24,7 @@ from hooks.core.values.job import ClusterRef, Hop
 from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import Reason
 from hooks.core.wire.response import MAX_POLL, SLOW_POLL, resync_after
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import UID
 
 REPO = Path(__file__).resolve().parents[2]

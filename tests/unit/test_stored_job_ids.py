@@ -11,7 +11,7 @@ from hooks.core.decide.effects import Cancel, Hold, Query, Release, Submit
 from hooks.core.status import record
 from hooks.core.values.job import SubmitAnswer, SubmitOutcome
 from hooks.core.values.phases import Outcome, TaskState
-from hooks.schedulers import REGISTRY
+from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import T0, drive, request, stored_status
 from tests.unit.conftest import call
 

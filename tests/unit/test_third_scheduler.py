@@ -31,8 +31,8 @@ from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.runtime import Runtime
-from hooks.schedulers import REGISTRY
 from hooks.schedulers.base import TransportError
+from hooks.schedulers.registry import REGISTRY
 from hooks.settings import Settings
 from tests.unit.builders import HOST_KEY
 from tests.unit.conftest import IMAGE, NOW, UID

@@ -11,9 +11,9 @@ from hooks.core.status import aggregate
 from hooks.core.status.record import Status, from_raw, to_raw
 from hooks.core.status.usage import MAX_NODES, Usage, summed
 from hooks.core.values.phases import Outcome, Phase, TaskState, TaskUsage
-from hooks.schedulers import REGISTRY
 from hooks.schedulers.htcondor.parse import parse_ads
 from hooks.schedulers.htcondor.states import to_task as condor_task
+from hooks.schedulers.registry import REGISTRY
 from hooks.schedulers.slurm.parse import merge, parse_sacct
 from hooks.schedulers.slurm.states import SlurmRecord, to_task
 from tests.unit.conftest import recorded
