@@ -501,7 +501,8 @@ associations() {
     assoc=$(sacctmgr -n -P show assoc where cluster="$CLUSTER" user="$TEST_USER" format=account,qos) ||
         return 1
     while IFS='|' read -r account qos; do
-        [[ -n $account ]] && printf '%s|%s\n' "$account" "$(tr ',' '\n' <<<"$qos" | sort | paste -sd, -)"
+        [[ -n $account ]] || continue
+        printf '%s|%s\n' "$account" "$(tr ',' '\n' <<<"$qos" | sort | paste -sd, -)"
     done <<<"$assoc" | sort | paste -sd' ' -
 }
 
