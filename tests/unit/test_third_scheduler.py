@@ -15,9 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from hooks.app import create_app
 from hooks.core.decide.effects import Access
-from hooks.core.values.fields import SpecError, whole_number
+from hooks.core.sites.batchcluster import SiteError, parse_site
+from hooks.core.sites.routing import parse_routed
+from hooks.core.values.fields import SpecError, line, whole_number
 from hooks.core.values.job import (
     ClusterRef,
     JobRef,
@@ -28,6 +32,7 @@ from hooks.core.values.job import (
 )
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
+from hooks.core.values.sdk import QueueLimit
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.runtime import Runtime
@@ -83,6 +88,7 @@ class QueueTransport:
 @dataclass(frozen=True, slots=True)
 class ToyOptions:
     tasks: int = 1
+    queue: str | None = None
 
 
 class Toy:
@@ -90,11 +96,12 @@ class Toy:
 
     name = "toy"
     task_id_pattern = re.compile(r"(t[0-9]{1,9})(?:/[0-9]{1,2})?")
+    queue_limit: QueueLimit | None = QueueLimit("queue", "queues")
     transport = QueueTransport
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> ToyOptions:
         return ToyOptions(whole_number(raw.get("tasks", 1), "spec.toy.tasks", minimum=1,
-                                       maximum=4))
+                                       maximum=4), line(raw.get("queue"), "spec.toy.queue"))
 
     def expected_tasks(self, options: ToyOptions, job_id: str) -> tuple[str, ...]:
         return tuple(f"{job_id}/{i}" for i in range(options.tasks))
@@ -103,10 +110,11 @@ class Toy:
         return task_id.split("/")[0]
 
     def writes_file(self, name: str) -> bool:
-        return name == "toy.card"
+        return name == "toy.card" or name.endswith(".log")
 
     def free_form_settings(self, options: ToyOptions, script: str) -> tuple[tuple[str, str], ...]:
-        return ()
+        return tuple((f"spec.script line {n}", "queue")
+                     for n, text in enumerate(script.splitlines(), 1) if text.startswith("#Q "))
 
     def check_script(self, script: str) -> None:
         if "#TOY" in script:
@@ -282,3 +290,37 @@ def test_a_transport_that_fails_to_open_gives_the_batchjob_its_typed_reason() ->
     reachable = next(c for c in status["conditions"] if c["type"] == "ClusterReachable")
     assert (reachable["status"], reachable["reason"], reachable["message"]) == (
         "False", "ClusterUnreachable", "The queue is away.")
+
+
+def toy_site(**limits: object) -> dict[str, Any]:
+    return {"apiVersion": "hpcbridge.io/v1alpha1", "kind": "BatchCluster",
+            "metadata": {"name": "toy-site"},
+            "spec": {"backend": "toy", "host": "toy.example.org",
+                     "knownHosts": f"toy.example.org {HOST_KEY}\n",
+                     "namespaceSelector": {}, "limits": limits}}
+
+
+def test_the_third_schedulers_queues_are_limited_by_its_batchcluster_without_a_core_change(
+) -> None:
+    rules = {**REGISTRY, "toy": Toy()}
+    site = toy_site(queues=["short", "long"])
+    assert parse_site(site, rules).limits.queues == ("short", "long")
+
+    def refusal(**toy: Any) -> str:
+        spec = {"cluster": {"name": "toy-site", "secretRef": {"name": "login"}},
+                "script": toy.pop("script", "#!/bin/sh\ntrue\n"), "toy": toy}
+        parsed = parse_routed(spec, rules, sites={"toy-site": site},
+                              namespace={"metadata": {"name": "research"}}, direct=False)
+        return parsed.error
+
+    assert refusal(queue="long") == ""
+    assert refusal(queue="debug") == (
+        "spec.toy.queue 'debug' is not allowed, and the BatchCluster's limits.queues are "
+        "short, long (BatchCluster toy-site); change the spec.")
+    assert refusal(queue="long", script="#!/bin/sh\n#Q debug\ntrue\n") == (
+        "spec.script line 2 sets the queue, which the BatchCluster's limits.queues (a list) "
+        "covers: set it in spec.toy.queue, where the limit is checked (BatchCluster toy-site); "
+        "change the spec.")
+    with pytest.raises(SiteError, match=r"spec.limits has 'partitions'; the backend's limits "
+                                        r"are maxTimeLimit, .*, queues"):
+        parse_site(toy_site(partitions=["short"]), rules)

@@ -21,18 +21,18 @@ from hooks.core.spec.layout import DNS_SUBDOMAIN, MAX_JUMPS, host_name, port_num
 from hooks.core.values import units
 from hooks.core.values.fields import SpecError, line, mapping, whole_number
 from hooks.core.values.job import Resources
-from hooks.core.values.sdk import Rules
+from hooks.core.values.sdk import QueueLimit, Rules
 from hooks.core.values.text import shown
 
 API_VERSION = "hpcbridge.io/v1alpha1"
 KIND = "BatchCluster"
 MAX_KNOWN_HOSTS = 64 * 1024
 """Characters of ``spec.knownHosts``: every attempt keeps them in its status."""
-MAX_PARTITIONS = 64
-LIMITS = ("maxTimeLimit", "maxCpus", "maxMemory", "maxGpus", "maxNodes", "partitions")
-COVERED = {"partition": "partitions", "timeLimit": "maxTimeLimit", "cpus": "maxCpus",
-           "memory": "maxMemory", "gpus": "maxGpus", "nodes": "maxNodes"}
-"""The limit that covers each of ``hooks.core.values.sdk.LIMITED``."""
+MAX_QUEUES = 64
+RESOURCE_LIMITS = {"timeLimit": "maxTimeLimit", "cpus": "maxCpus", "memory": "maxMemory",
+                   "gpus": "maxGpus", "nodes": "maxNodes"}
+"""The limit that covers each field of ``spec.resources`` in ``hooks.core.values.sdk.LIMITED``;
+the queue's is the scheduler's (``SchedulerRules.queue_limit``)."""
 UNBOUNDED = ("timeLimit", "memory")
 """Fields whose scheduler default no limit bounds: a BatchJob under such a limit sets them (or
 its BatchCluster's defaults do)."""
@@ -59,7 +59,12 @@ class Limits:
     memory_mib: int | None = None
     gpus: int | None = None
     nodes: int | None = None
-    partitions: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    """The queues allowed (SLURM's partitions); None: any."""
+    queue: QueueLimit | None = None
+    """The scheduler's queue field and the limit that lists its queues."""
+    queue_field: str = ""
+    """The BatchJob's field that names a queue, ``spec.<backend>.<option>``."""
     written: Mapping[str, object] = field(default_factory=dict, compare=False)
     """The limits as the BatchCluster writes them, for messages."""
 
@@ -108,7 +113,7 @@ def _site(name: str, spec: Mapping[str, Any], rules: Rules) -> Site:
         raise SpecError(f"spec.jump must be a list of at most {MAX_JUMPS} jump hosts.")
     selector = spec.get("namespaceSelector")
     resources, options = _defaults(spec.get("defaults"), backend, rules)
-    limits = _limits(spec.get("limits"), backend)
+    limits = _limits(spec.get("limits"), backend, rules[backend].queue_limit)
     checked = parse_resources(resources, "spec.defaults.resources")
     _within(limits, checked, options)
     free = free_form_beyond(limits, rules[backend].free_form_settings(
@@ -174,22 +179,13 @@ def _defaults(raw: object, backend: str, rules: Rules) -> tuple[dict[str, Any], 
     return resources, options
 
 
-def _limits(raw: object, backend: str) -> Limits:
+def _limits(raw: object, backend: str, queue: QueueLimit | None) -> Limits:
     limits = mapping(raw or {}, "spec.limits")
-    unknown = sorted(set(limits) - set(LIMITS))
+    known = [*RESOURCE_LIMITS.values(), *([queue.limit] if queue else [])]
+    unknown = sorted(set(limits) - set(known))
     if unknown:
-        raise SpecError(f"spec.limits has {shown(unknown[0])}; limits are "
-                        f"{', '.join(LIMITS)}.")
-    partitions = limits.get("partitions")
-    if partitions is not None:
-        if backend != "slurm":
-            raise SpecError("spec.limits.partitions applies to SLURM only.")
-        if not isinstance(partitions, list) or not partitions or len(
-                partitions) > MAX_PARTITIONS:
-            raise SpecError("spec.limits.partitions must be a non-empty list of at most "
-                            f"{MAX_PARTITIONS} partition names.")
-        partitions = tuple(line(p, f"spec.limits.partitions[{i}]") or ""
-                           for i, p in enumerate(partitions))
+        raise SpecError(f"spec.limits has {shown(unknown[0])}; the backend's limits are "
+                        f"{', '.join(known)}.")
     return Limits(
         time_limit_seconds=_quantity(limits.get("maxTimeLimit"), "spec.limits.maxTimeLimit",
                                      units.parse_time_limit),
@@ -198,9 +194,21 @@ def _limits(raw: object, backend: str) -> Limits:
                              units.parse_memory_mib),
         gpus=_count(limits.get("maxGpus"), "spec.limits.maxGpus", 0),
         nodes=_count(limits.get("maxNodes"), "spec.limits.maxNodes", 1),
-        partitions=partitions,
+        queues=None if queue is None else _queues(limits.get(queue.limit), queue),
+        queue=queue,
+        queue_field=f"spec.{backend}.{queue.option}" if queue else "",
         written=dict(limits),
     )
+
+
+def _queues(value: object, queue: QueueLimit) -> tuple[str, ...] | None:
+    where = f"spec.limits.{queue.limit}"
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or len(value) > MAX_QUEUES:
+        raise SpecError(f"{where} must be a non-empty list of at most {MAX_QUEUES} "
+                        f"{queue.option} names.")
+    return tuple(line(item, f"{where}[{i}]") or "" for i, item in enumerate(value))
 
 
 def _quantity(value: object, where: str, read: Any) -> int | None:
@@ -220,9 +228,9 @@ def _count(value: object, where: str, minimum: int) -> int | None:
     return None if value is None else whole_number(value, where, minimum=minimum)
 
 
-def beyond(limits: Limits, resources: Resources, partition: object, *,
+def beyond(limits: Limits, resources: Resources, options: Mapping[str, Any], *,
            complete: bool = True) -> str | None:
-    """The first limit ``resources`` (and a SLURM ``partition``) exceed, as ``field value is
+    """The first limit ``resources`` (and the queue ``options`` name) exceed, as ``field value is
     beyond the limit``; None when all are within. With ``complete``, a time limit or memory
     left out under a limit of it is beyond it too: the scheduler's default (a partition's
     DefaultTime, a node's whole memory, no time limit at all) is not bounded by it."""
@@ -240,12 +248,15 @@ def beyond(limits: Limits, resources: Resources, partition: object, *,
         if value is not None and limit is not None and value > limit:
             return (f"spec.resources.{name} is beyond the BatchCluster's limits.{key} "
                     f"({shown(limits.written.get(key))})")
-    if limits.partitions is not None and partition not in limits.partitions:
-        which = ("no partition is named (spec.slurm.partition)" if partition is None
-                 else f"spec.slurm.partition {shown(partition)} is not allowed")
-        return (f"{which}, and the BatchCluster's limits.partitions are "
-                f"{', '.join(limits.partitions)}")
-    return None
+    queue = limits.queue
+    if queue is None or limits.queues is None:
+        return None
+    named = options.get(queue.option)
+    if named in limits.queues:
+        return None
+    which = (f"no {queue.option} is named ({limits.queue_field})" if named is None
+             else f"{limits.queue_field} {shown(named)} is not allowed")
+    return f"{which}, and the BatchCluster's limits.{queue.limit} are {', '.join(limits.queues)}"
 
 
 def free_form_beyond(limits: Limits, settings: Iterable[tuple[str, str]]) -> str | None:
@@ -254,20 +265,25 @@ def free_form_beyond(limits: Limits, settings: Iterable[tuple[str, str]]) -> str
     as a sentence's start naming both; None when none does. Whatever its value: the limits are
     checked on the fields that set a quantity alone."""
     for where, quantity in settings:
-        key = COVERED[quantity]
+        if quantity == "queue":
+            if limits.queue is None:
+                continue
+            key, field_name = limits.queue.limit, limits.queue_field
+        else:
+            key, field_name = RESOURCE_LIMITS[quantity], f"spec.resources.{quantity}"
         if limits.written.get(key) is not None:
-            field_name = "spec.slurm.partition" if quantity == "partition" else (
-                f"spec.resources.{quantity}")
-            return (f"{where} sets the {quantity}, which the BatchCluster's limits.{key} "
+            what = limits.queue.option if quantity == "queue" and limits.queue else quantity
+            return (f"{where} sets the {what}, which the BatchCluster's limits.{key} "
                     f"({shown(limits.written[key])}) covers: set it in {field_name}, where "
                     "the limit is checked")
     return None
 
 
 def _within(limits: Limits, resources: Resources, options: Mapping[str, Any]) -> None:
-    """Refuse defaults beyond the limits (without a default partition a BatchJob may still
-    name one)."""
-    checked = limits if "partition" in options else replace(limits, partitions=None)
-    found = beyond(checked, resources, options.get("partition"), complete=False)
+    """Refuse defaults beyond the limits (without a default queue a BatchJob may still name
+    one)."""
+    named = limits.queue is not None and limits.queue.option in options
+    checked = limits if named else replace(limits, queues=None)
+    found = beyond(checked, resources, options, complete=False)
     if found:
         raise SpecError(f"spec.defaults: {found.replace('spec.', 'the default ', 1)}.")

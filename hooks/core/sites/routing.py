@@ -173,8 +173,8 @@ def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any], rules: R
     if parsed.spec is None:
         return replace(parsed, placement=routed)
     options = merged.get(site.backend)
-    partition = options.get("partition") if isinstance(options, dict) else None
-    over = beyond(site.limits, parsed.spec.resources, partition) or free_form_beyond(
+    over = beyond(site.limits, parsed.spec.resources,
+                  options if isinstance(options, dict) else {}) or free_form_beyond(
         site.limits, rules[site.backend].free_form_settings(parsed.spec.options,
                                                             parsed.spec.script))
     if over:

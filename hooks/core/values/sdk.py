@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hooks.core.values.job import Resources
 
-LIMITED = ("partition", "timeLimit", "cpus", "memory", "gpus", "nodes")
-"""What a BatchCluster's limits cover: the partition and the fields of ``spec.resources``."""
+LIMITED = ("queue", "timeLimit", "cpus", "memory", "gpus", "nodes")
+"""What a BatchCluster's limits cover: the queue (SLURM's partition) and the fields of
+``spec.resources``."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimit:
+    """How a BatchCluster restricts the queues of a scheduler that has them: ``option``, the
+    field of the scheduler's block that names one (SLURM's ``partition``), and ``limit``, the
+    BatchCluster's ``spec.limits`` key that lists those allowed (``partitions``)."""
+
+    option: str
+    limit: str
 
 
 class SchedulerRules(Protocol):
@@ -23,6 +35,9 @@ class SchedulerRules(Protocol):
     task_id_pattern: re.Pattern[str]
     """The full form of a task id as the scheduler reports one, group 1 its job. Stored ids
     go to the scheduler's commands, so the pattern admits nothing else: no option, no list."""
+    queue_limit: QueueLimit | None
+    """Whether a BatchCluster may restrict the scheduler's queues, and by which fields; None
+    for a scheduler without queues to choose (HTCondor)."""
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> Any:
         """The scheduler's spec block (``{}`` when absent), validated with the resources it
@@ -51,7 +66,8 @@ class SchedulerRules(Protocol):
 
     def writes_file(self, name: str) -> bool:
         """Whether the scheduler writes a file of this name at the top of an attempt's
-        directory (its script, description, answers), which no input file may take."""
+        directory (its script, description, answers, its tasks' output), which no input file
+        may take."""
         ...
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from hooks.core.values.fields import SpecError, mapping, whole_number
 from hooks.core.values.job import Resources
+from hooks.core.values.sdk import QueueLimit
 from hooks.core.values.text import has_control, shown
 
 FIELD = "spec.htcondor.submitOptions"
@@ -141,6 +142,7 @@ to ``condor_rm``, ``condor_hold`` and ``condor_release``, so nothing else is eve
 class HTCondorRules:
     name = "htcondor"
     task_id_pattern = TASK_ID
+    queue_limit: QueueLimit | None = None
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> HTCondorOptions:
         """The ``spec.htcondor`` block. Pure: no I/O."""

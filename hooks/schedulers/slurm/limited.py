@@ -23,7 +23,7 @@ from hooks.schedulers.slurm.options import (
 )
 
 LIMITED_LONG: Mapping[str, tuple[str, ...]] = {
-    "partition": ("partition",),
+    "partition": ("queue",),
     "time": ("timeLimit",),
     "cpus-per-task": ("cpus",), "ntasks": ("cpus",), "ntasks-per-node": ("cpus",),
     "ntasks-per-core": ("cpus",), "ntasks-per-socket": ("cpus",), "mincpus": ("cpus",),
@@ -35,7 +35,7 @@ LIMITED_LONG: Mapping[str, tuple[str, ...]] = {
     "gpus": ("gpus",), "gpus-per-node": ("gpus",), "gpus-per-socket": ("gpus",),
     "gpus-per-task": ("gpus",), "gres": ("gpus",),
     "nodes": ("nodes",), "nodelist": ("nodes",), "nodefile": ("nodes",),
-    "clusters": ("partition",), "cluster-constraint": ("partition",),
+    "clusters": ("queue",), "cluster-constraint": ("queue",),
 }
 LIMITED_SHORT: Mapping[str, str] = {
     "p": "partition", "t": "time", "c": "cpus-per-task", "n": "ntasks", "B": "extra-node-info",

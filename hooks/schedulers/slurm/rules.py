@@ -9,6 +9,7 @@ from typing import Any
 
 from hooks.core.values.fields import SpecError, line
 from hooks.core.values.job import Resources
+from hooks.core.values.sdk import QueueLimit
 from hooks.core.values.text import has_control, shown
 from hooks.schedulers.slurm import forms
 from hooks.schedulers.slurm.directives import directives
@@ -50,6 +51,7 @@ taken: no option (``-u``), no list (``1,2``) and no ``jobname=``."""
 class SlurmRules:
     name = "slurm"
     task_id_pattern = TASK_ID
+    queue_limit: QueueLimit | None = QueueLimit("partition", "partitions")
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> SlurmOptions:
         """The ``spec.slurm`` block. Pure: no I/O."""
