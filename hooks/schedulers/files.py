@@ -9,10 +9,14 @@ which reads it (``shell_environment``) and then runs the script.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from hooks.core.values.job import JobRequest
 
+TASK_OUTPUT = re.compile(r"[0-9].*\.(out|err)")
+"""A task's stdout and stderr, ``<task id>.out`` and ``.err`` at the top of the attempt's
+directory: where every scheduler here has its tasks write, and where the log Pod reads them."""
 ENV_FILE = "hpcbridge-env"
 WRAPPER = "hpcbridge-run"
 WRAPPER_PROGRAM = f"""#!/bin/sh

@@ -18,7 +18,7 @@ from hooks.core.values.job import ClusterRef
 from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
-from hooks.schedulers import guard
+from hooks.schedulers import files, guard
 from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
 from hooks.ssh import errors
@@ -86,7 +86,7 @@ class OverSSH:
     transport = ShellTransport
 
     def writes_file(self, name: str) -> bool:
-        return guard.writes_file(name)
+        return guard.writes_file(name) or files.TASK_OUTPUT.fullmatch(name) is not None
 
     def mark_ended(self, conn: Remote, remote_dir: str, phase: str, *,
                    deadline: Deadline) -> None:

@@ -31,8 +31,6 @@ SHARED_FILES = frozenset({"ended", "ended.tmp"})
 """The files every scheduler's attempt directory has: the marker the log Pod waits for."""
 SHARED_PREFIXES = (".", "hpcbridge")
 """Names any scheduler may give its own files (the env file, the wrapper, a guard)."""
-TASK_OUTPUT = re.compile(r"[0-9].*\.(out|err)")
-"""A task's output, ``<task id>.out`` or ``.err``."""
 
 
 def cluster_ref(raw: object, where: str) -> ClusterRef:
@@ -131,14 +129,13 @@ def relative_path(value: object, where: str) -> str:
 
 def reserved_file(path: str, writes_file: Callable[[str], bool]) -> bool:
     """Whether a file at ``path`` (relative to the attempt's directory) would take the place
-    of one the hooks or the scheduler write: the task outputs, the ``ended`` marker, a name
-    every scheduler may use, or one ``writes_file`` (the scheduler's) claims.
+    of one the hooks or the scheduler write: the ``ended`` marker, a name every scheduler may
+    use, or one ``writes_file`` (the scheduler's: its own files and its tasks' output) claims.
 
     >>> reserved_file("data/x.csv", lambda name: name == "script")
     False
-    >>> [reserved_file(p, lambda name: name == "script") for p in ("script/x", "0.out", ".a")]
+    >>> [reserved_file(p, lambda name: name == "script") for p in ("script/x", "ended", ".a")]
     [True, True, True]
     """
     top = path.partition("/")[0]
-    return (top in SHARED_FILES or top.startswith(SHARED_PREFIXES)
-            or TASK_OUTPUT.fullmatch(top) is not None or writes_file(top))
+    return top in SHARED_FILES or top.startswith(SHARED_PREFIXES) or writes_file(top)
