@@ -237,15 +237,24 @@ def test_a_wrong_known_hosts_fails_closed_before_any_credential_is_sent(
     driver.finalize(NAMESPACE, name)
 
 
-def test_deleting_the_batchcluster_strands_no_running_job(
-        driver: Driver, slurm: Cluster, bastion: Bastion, name: str) -> None:
-    prepare(driver, slurm, bastion, name)
+def test_deleting_the_batchcluster_strands_no_running_job_and_keeps_its_log_pod(
+        driver: Driver, cluster: Cluster, bastion: Bastion, name: str) -> None:
+    """The job finishes where it ran (``status.cluster``), and its log Pod goes there too and
+    prints its output, with the host keys the attempt was submitted with."""
+    prepare(driver, cluster, bastion, name)
     driver.create(named(name, "#!/bin/sh\nsleep 8\necho done\n"))
     status = driver.run_to_phase(NAMESPACE, name, "Running", "Succeeded", "Failed")["status"]
     assert status["phase"] in ("Running", "Succeeded"), status
     driver.batchclusters.clear()
     status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed")["status"]
     assert status["phase"] == "Succeeded", status
+    assert status["logsPod"] == f"{name}-logs", status
+    (pod,) = driver.pods_of(NAMESPACE, name)
+    logs = driver.run_pod(pod)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.endswith("stdout <==\ndone\n"), logs.stdout
+    driver.sync(NAMESPACE, name)
+    assert [p["metadata"]["name"] for p in driver.pods_of(NAMESPACE, name)] == [f"{name}-logs"]
     driver.finalize(NAMESPACE, name)
 
 

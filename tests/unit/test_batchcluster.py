@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from hooks.core.decide.effects import Query
 from hooks.core.sites.routing import parse_routed
+from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.reasons import Reason
-from hooks.core.wire.request import customize
+from hooks.core.wire.request import NAMESPACE_GROUP, SITE_GROUP, customize
 from hooks.schedulers.registry import REGISTRY
-from tests.unit.builders import HOST_KEY
+from tests.unit.builders import HOST_KEY, SUBMITTED, Loop, login_secret, request
 from tests.unit.conftest import UID
 
 SITE: dict[str, Any] = {
@@ -174,3 +176,23 @@ def test_without_direct_clusters_a_host_is_invalid() -> None:
     assert routed(spec, direct=True).error == ""
     parsed = routed(spec, direct=False)
     assert parsed.reason is Reason.INVALID_SPEC and "BatchCluster" in parsed.error
+
+
+def test_a_deleted_batchcluster_keeps_the_log_pod_where_the_attempt_ran() -> None:
+    """The attempt ends where it was submitted, and its log Pod goes there, trusting the host
+    keys the attempt was submitted with; its end is marked so a following log Pod stops."""
+    body = request(None, secrets={"login": login_secret()})
+    body["parent"]["spec"] = named(logs={"follow": True})
+    body["related"][SITE_GROUP] = {"hpc-a": SITE}
+    body["related"][NAMESPACE_GROUP] = {"research": NAMESPACE}
+    loop = Loop(body)
+    assert loop.sync(SUBMITTED).kinds == ["Submit", "Track"]
+    del body["related"][SITE_GROUP]
+    run = loop.sync({Query: [TaskState("500", Outcome.SUCCEEDED, exit_code=0)]})
+    assert run.kinds == ["Query", "MarkEnded", "Forget"]
+    assert (run.status["phase"], run.status["logsPod"]) == ("Succeeded", "sim-logs")
+    (pod,) = run.answer.body["children"]
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--host=login.hpc" in args and "--port=2222" in args and "--follow" in args
+    assert "--batchcluster=hpc-a" in args
+    assert f"--known-hosts={SITE['spec']['knownHosts']}" in args

@@ -14,7 +14,7 @@ from hooks.core.decide import staging
 from hooks.core.decide.effects import Answer
 from hooks.core.status import record
 from hooks.core.status.record import Status
-from hooks.core.values.job import JobRequest
+from hooks.core.values.job import JobRequest, Spec
 from hooks.core.wire import log_pod, response
 from hooks.core.wire.request import Call
 
@@ -64,12 +64,10 @@ def busy(call: Call) -> Answer:
 def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
     """The log Pod the status implies: the current attempt's once it is due, else the one
     observed (the previous attempt's keeps its logs visible until it is replaced)."""
-    spec = call.parsed.spec
-    if spec is not None and not spec.logs_pod:
+    if not call.logs.pod:
         return []
-    if spec is not None and log_pod.pod_due(new, follow=spec.logs_follow):
-        if new.cluster is not None:
-            spec = replace(spec, backend=new.backend or spec.backend, cluster=new.cluster)
+    spec = _attempt_spec(call, new)
+    if spec is not None and log_pod.pod_due(new, follow=call.logs.follow):
         job = JobRequest(call.namespace, call.name, call.uid, new.attempt, spec,
                          call.policy.guard_stale)
         return [log_pod.log_pod(job, job_ids=new.job_ids, image=call.policy.log_image)]
@@ -78,3 +76,17 @@ def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
     kept = log_pod.carried_over(call.log_pod, namespace=call.namespace, name=call.name,
                                  uid=call.uid, image=call.policy.log_image, clusters=known)
     return [kept] if kept else []
+
+
+def _attempt_spec(call: Call, new: Status) -> Spec | None:
+    """The spec of the attempt as it runs: where the status says it was submitted (which an
+    edit, or a BatchCluster deleted meanwhile, does not move), else where the spec says."""
+    spec = call.parsed.spec
+    if new.cluster is None:
+        return spec
+    if spec is None:
+        if new.backend not in call.rules:
+            return None
+        spec = Spec(backend=new.backend, cluster=new.cluster, script="")
+    return replace(spec, backend=new.backend or spec.backend, cluster=new.cluster,
+                   logs_follow=call.logs.follow)

@@ -240,9 +240,10 @@ def _ended(at: Round, ref: JobRef, new: Status) -> Effects[Reached]:
     """The attempt is over: its directory learns the end (``MarkEnded``): a following log Pod
     reads it there, and the env file goes; then it leaves the shared status. Writing the end
     may fail like any command; the answer does not depend on it (finalize removes the
-    directory in the end)."""
+    directory in the end). A spec that no longer reads (its BatchCluster deleted) does not say
+    what the attempt needs, so its end is written then too."""
     call, spec = at.call, at.call.parsed.spec
-    if spec is not None and (spec.logs_follow or spec.env or spec.outputs):
+    if spec is None or spec.logs_follow or spec.env or spec.outputs:
         yield at.effect(MarkEnded(attempt_dir(at.where.cluster.work_dir, call.namespace,
                                               call.name, call.uid, at.plan.attempt),
                                   str(new.phase)))

@@ -59,6 +59,27 @@ class ParsedSpec:
     (``hooks.core.sites.routing``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Logs:
+    """``spec.logs``: whether an attempt gets a log Pod, and whether it follows the output
+    while the job runs."""
+
+    pod: bool = True
+    follow: bool = False
+
+
+def logs_choice(raw: object) -> Logs:
+    """``spec.logs`` read on its own, the defaults where it cannot be read: an attempt already
+    on the cluster keeps its log Pod when the rest of the spec no longer reads on its route
+    (its BatchCluster deleted). Pure: no I/O."""
+    try:
+        logs = mapping(mapping(raw, "spec").get("logs") or {}, "spec.logs")
+        return Logs(flag(logs.get("pod", True), "spec.logs.pod"),
+                    flag(logs.get("follow", False), "spec.logs.follow"))
+    except SpecError:
+        return Logs()
+
+
 def parse(raw: object, rules: Rules) -> ParsedSpec:
     """Read ``raw`` (the BatchJob's ``spec``) once. Pure: no I/O."""
     written = raw.get("backend") if isinstance(raw, dict) else None

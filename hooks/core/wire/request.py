@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from hooks.core.sites.batchcluster import SiteError, parse_site
 from hooks.core.sites.routing import parse_routed
-from hooks.core.spec.batchjob import ParsedSpec
+from hooks.core.spec.batchjob import Logs, ParsedSpec, logs_choice
 from hooks.core.spec.layout import DNS_SUBDOMAIN
 from hooks.core.status import record
 from hooks.core.status.record import Status
@@ -73,6 +73,8 @@ class Call:
     deletion_timestamp: object
     finalizing: bool
     parsed: ParsedSpec
+    logs: Logs
+    """``spec.logs``, read even when the rest of the spec is not."""
     previous: Status
     previous_raw: Mapping[str, Any]
     secrets: Mapping[str, Mapping[str, Any]]
@@ -115,6 +117,7 @@ def parse_call(
                             sites=_group(related, SITE_GROUP, namespace),
                             namespace=_group(related, NAMESPACE_GROUP, namespace).get(namespace),
                             direct=policy.direct_clusters),
+        logs=logs_choice(parent.get("spec")),
         previous=record.from_raw(previous, rules),
         previous_raw=previous,
         secrets=_group(related, SECRET_GROUP, namespace),
