@@ -21,7 +21,14 @@ from hooks.core.values.job import ClusterRef, JobRequest, Resources, Spec
 from hooks.schedulers.htcondor.description import submit_description, time_limit_expression
 from hooks.schedulers.htcondor.rules import HTCondorOptions
 from tests.driver import Driver
-from tests.integration.conftest import NAMESPACE, Cluster, clusters_with_key, condor, start
+from tests.integration.conftest import (
+    NAMESPACE,
+    Cluster,
+    clusters_with_key,
+    condition,
+    condor,
+    start,
+)
 
 pytestmark = pytest.mark.htcondor
 
@@ -30,9 +37,10 @@ def test_queue_with_one_proc_removed(driver: Driver, htcondor: Cluster, name: st
     start(driver, htcondor, name, "#!/bin/sh\nsleep 15\necho done\n", htcondor={"queue": 4})
     obj = driver.run_until(NAMESPACE, name, lambda o: len(o["status"]["jobIDs"]) == 4)
     condor(htcondor, "condor_rm", obj["status"]["jobIDs"][2])
-    status = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed", "Cancelled",
-                                 timeout=120)["status"]
+    obj = driver.run_to_phase(NAMESPACE, name, "Succeeded", "Failed", "Cancelled", timeout=120)
+    status = obj["status"]
     assert (status["phase"], status["reason"]) == ("Cancelled", "CancelledOnCluster")
+    assert condition(obj, "Failed")["status"] == "True"
     assert (status["succeeded"], status["cancelled"], status["failed"]) == (3, 1, 0)
     assert "exitCode" not in status
 

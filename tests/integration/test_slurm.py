@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.driver import Driver
-from tests.integration.conftest import HELLO, NAMESPACE, Cluster, jobs_named, start
+from tests.integration.conftest import HELLO, NAMESPACE, Cluster, condition, jobs_named, start
 
 pytestmark = pytest.mark.slurm
 
@@ -37,8 +37,13 @@ def test_scancel_behind_our_back(driver: Driver, slurm: Cluster, name: str) -> N
     start(driver, slurm, name, "#!/bin/sh\nsleep 600\n")
     obj = driver.run_to_phase(NAMESPACE, name, "Running")
     subprocess.run(["scancel", obj["status"]["jobIDs"][0]], check=True)
-    status = driver.run_to_phase(NAMESPACE, name, "Cancelled", "Failed", "Succeeded")["status"]
+    obj = driver.run_to_phase(NAMESPACE, name, "Cancelled", "Failed", "Succeeded")
+    status = obj["status"]
     assert (status["phase"], status["reason"]) == ("Cancelled", "CancelledOnCluster")
+    # `kubectl wait --for=condition=Failed` is told of the cancel, as for a Kubernetes Job.
+    assert (condition(obj, "Failed")["status"], condition(obj, "Failed")["reason"]) == (
+        "True", "CancelledOnCluster")
+    assert condition(obj, "Complete")["status"] == "False"
 
 
 def test_array_with_one_failing_task(driver: Driver, slurm: Cluster, name: str) -> None:

@@ -181,11 +181,29 @@ def test_conditions(status: Status) -> None:
         pytest.param(STATUSES["failed"],
                      {"Submitted", "Failed", "Scheduled", "ClusterReachable"}, id="failed"),
         pytest.param(STATUSES["invalid-spec"], {"Failed"}, id="invalid-spec"),
-        pytest.param(STATUSES["cancelled"], {"Submitted", "ClusterReachable"}, id="cancelled"),
+        pytest.param(STATUSES["cancelled"], {"Submitted", "Failed", "ClusterReachable"},
+                     id="cancelled"),
+        pytest.param(STATUSES["lost"], {"Submitted", "Failed", "ClusterReachable"}, id="lost"),
     ],
 )
 def test_which_conditions_are_true(status: Status, true: set[str]) -> None:
     assert {c["type"] for c in conditions(status) if c["status"] == "True"} == true
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [pytest.param(STATUSES["cancelled"], "CancelledOnCluster", id="cancelled"),
+     pytest.param(STATUSES["lost"], "JobNotFound", id="lost"),
+     pytest.param(STATUSES["failed"], "NonZeroExitCode", id="failed")],
+)
+def test_every_end_but_success_is_told_by_the_failed_condition(status: Status,
+                                                                reason: str) -> None:
+    """``kubectl wait --for=condition=Failed`` returns for a cancelled job and for one the
+    scheduler lost, as for a failed one, with the typed reason and the message."""
+    found = {c["type"]: c for c in conditions(status)}
+    assert (found["Failed"]["status"], found["Failed"]["reason"]) == ("True", reason)
+    assert found["Failed"]["message"] == status.message
+    assert found["Complete"]["status"] == "False"
 
 
 def test_cluster_reachable_is_unknown_before_the_first_contact() -> None:

@@ -166,6 +166,12 @@ def _stamped(
     return [_stamp(condition, kept.get(condition["type"]), now) for condition in current]
 
 
+NOT_COMPLETE = frozenset({Phase.FAILED, Phase.CANCELLED, Phase.UNKNOWN})
+"""The phases whose ``Failed`` condition is True: as a Kubernetes Job's, every end but success
+is ``Failed`` (cancelled, or a job the scheduler lost), so a wait on ``Complete`` or ``Failed``
+is told of every end; the phase and reason say which."""
+
+
 def conditions(status: Status) -> list[dict[str, str]]:
     """The conditions, in a fixed order, without timestamps."""
     phase, reason = status.phase, str(status.reason)
@@ -187,8 +193,8 @@ def conditions(status: Status) -> list[dict[str, str]]:
         ),
         _make("Complete", phase is Phase.SUCCEEDED, "Succeeded" if phase is Phase.SUCCEEDED
               else str(phase), status.message if phase is Phase.SUCCEEDED else ""),
-        _make("Failed", phase is Phase.FAILED, reason if phase is Phase.FAILED else str(phase),
-              status.message if phase is Phase.FAILED else ""),
+        _make("Failed", phase in NOT_COMPLETE, (reason or str(phase)) if phase in NOT_COMPLETE
+              else str(phase), status.message if phase in NOT_COMPLETE else ""),
         _scheduled(status),
         {
             "type": "ClusterReachable",
