@@ -1,5 +1,5 @@
 # The hpcbridge image: the hook server (gunicorn, the default command) and the log Pods'
-# program (python -m hooks.logs). Build: `make image` (docs/operations.md). The builder stage installs the
+# program (python -m hooks.pods.logs). Build: `make image` (docs/operations.md). The builder stage installs the
 # hash-pinned requirements.lock into a virtualenv without pip; the final image gets that
 # virtualenv and the hooks package, and has no pip or setuptools.
 FROM python:3.11-slim-bookworm AS build
@@ -36,7 +36,7 @@ RUN python -c 'import sys, hooks; sys.exit(None if sys.argv[1:] == [hooks.__vers
         f"--build-arg VERSION must be {hooks.__version__}, the version in hooks/__init__.py")' \
         "$VERSION"
 
-# The hook server and the log fetcher (python -m hooks.logs, the log Pods' command). The hooks
+# The hook server and the log fetcher (python -m hooks.pods.logs, the log Pods' command). The hooks
 # listen on 8080; 9090 is the probes' port (/healthz, /metrics) that deploy/ turns on with
 # HPCBRIDGE_METRICS_PORT.
 USER 65532:65532

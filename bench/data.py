@@ -82,7 +82,7 @@ def main() -> None:
             plan = [{"pattern": pattern, "optional": False,
                      **({"s3": {"bucket": bucket, "prefix": f"{remote}/{owner}/"}}
                         if to == "S3" else {"dir": str(target)})}]
-            return [sys.executable, "-m", "hooks.movers", "outputs", *base, "--owner", owner,
+            return [sys.executable, "-m", "hooks.pods.movers", "outputs", *base, "--owner", owner,
                     "--plan", json.dumps(plan), "--endpoint", s3["HPCBRIDGE_S3_ENDPOINT"],
                     "--s3-secret-dir", str(keys)]
 
@@ -128,7 +128,7 @@ def main() -> None:
         f"- outputs: {total / 2**30:.2f} GiB in the attempt's directory of the SLURM test "
         f"cluster: one file of {args.large_mib} MiB and {SMALL} files of "
         f"{SMALL_SIZE // 1024} KiB; pattern `results/**`",
-        "- mover: `python -m hooks.movers outputs` (cluster-side SHA-256; this code: 16 SFTP "
+        "- mover: `python -m hooks.pods.movers outputs` (cluster-side SHA-256; this code: 16 SFTP "
         "reads of 255 KiB in flight, files up to 1 MiB four at a time, 8 MiB multipart parts, "
         "two at a time; "
         f"{args.baseline_ref}: paramiko's readv in windows of 8 MiB, one file at a time, 16 MiB "

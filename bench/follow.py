@@ -1,6 +1,6 @@
 """Scheduler load of follow-mode log Pods, on the real SLURM test cluster.
 
-N log Pods (``python -m hooks.logs --follow``, as the Pods run it) follow N attempts whose jobs
+N log Pods (``python -m hooks.pods.logs --follow``, as the Pods run it) follow N attempts whose jobs
 are held in the queue, for ``--seconds``; the scheduler's load is read from slurmctld's own
 RPC counters (``sdiag``: every request of the cluster user, whom only the Pods act as during
 the measurement), before and after.
@@ -61,7 +61,7 @@ def pods(code: Path, cluster: Cluster, made: list[tuple[str, str, str]],
     try:
         for key, job, remote in made:
             running.append(subprocess.Popen(
-                [sys.executable, "-m", "hooks.logs", "--backend=slurm",
+                [sys.executable, "-m", "hooks.pods.logs", "--backend=slurm",
                  f"--host={cluster.host}", f"--port={cluster.port}", f"--remote-dir={remote}",
                  f"--key={key}", f"--job-id={job}", f"--secret-dir={secret}", "--follow"],
                 cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))

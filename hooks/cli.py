@@ -1,6 +1,6 @@
 """The ``hpcbridge`` command (also ``python -m hooks``): ``serve`` runs the hook server as
-``make run`` and the image do, ``logs`` is the log Pods' program (``hooks.logs``), ``movers``
-the mover Pods' (``hooks.movers``). The Pods run them as ``python -m``: the image holds the
+``make run`` and the image do, ``logs`` is the log Pods' program (``hooks.pods.logs``), ``movers``
+the mover Pods' (``hooks.pods.movers``). The Pods run them as ``python -m``: the image holds the
 package's modules, not its console script.
 
 ``serve`` replaces the process with gunicorn, so that signals from the container runtime or the
@@ -15,8 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from hooks import __version__, logs
-from hooks.movers import program
+from hooks import __version__
+from hooks.pods import logs
+from hooks.pods.movers import program
 
 GUNICORN = ("-m", "gunicorn", "-c", "python:hooks.gunicorn_conf", "hooks.app:create_app()")
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.job import JobRequest, SubmitAnswer, SubmitOutcome
 from hooks.core.values.sdk import SchedulerError
 from hooks.deadline import Deadline
 from hooks.schedulers.files import ENV_FILE
 from hooks.ssh.client import Completed, Remote
 
-RESOLVE = 'case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac'
 FILES = frozenset({"script", "submit.out", "submit.err", "jobid", "jobid.tmp", "refused"})
 """The files a guarded submission writes at the top of the attempt directory, besides
 ``.guard`` and ``takeover.N`` (see ``writes_file``)."""

@@ -17,14 +17,8 @@ from hooks.core.status.record import Status
 from hooks.core.values.job import ClusterRef, JobRequest, Spec
 from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import Reason
-from hooks.core.wire.log_pod import (
-    LAST_APPLIED,
-    SECRET_MOUNT,
-    carried_over,
-    log_pod,
-    pod_due,
-    pod_name,
-)
+from hooks.core.wire.child_pod import LAST_APPLIED, SECRET_MOUNT
+from hooks.core.wire.log_pod import carried_over, log_pod, pod_due, pod_name
 from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import HOSTS, IMAGE, UID, call
 from tests.unit.conftest import job as build_job

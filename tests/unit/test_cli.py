@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from hooks import __version__, cli, logs
-from hooks.movers import program
+from hooks import __version__, cli
+from hooks.pods import logs
+from hooks.pods.movers import program
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks import logs
 from hooks.deadline import Deadline
+from hooks.pods import login, logs
 from hooks.ssh.client import Completed, Target
 
 
@@ -167,7 +167,7 @@ def test_sigterm_ends_a_follower_at_once(tmp_path: Path) -> None:
         (secret / "username").write_text("u")
         (secret / "password").write_text("p")
         pod = subprocess.Popen(
-            [sys.executable, "-m", "hooks.logs", "--backend=slurm", "--host=127.0.0.1",
+            [sys.executable, "-m", "hooks.pods.logs", "--backend=slurm", "--host=127.0.0.1",
              f"--port={port}", "--remote-dir=x", "--key=u-1-1", f"--secret-dir={secret}",
              "--follow", "--insecure-skip-host-key-check"],
             cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE)
@@ -181,14 +181,14 @@ def test_sigterm_ends_a_follower_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "expected"), [
     pytest.param("bastion.example.org,22,/etc/hpcbridge/jump-0,verify",
-                 logs.JumpArg("bastion.example.org", 22, Path("/etc/hpcbridge/jump-0"), False),
+                 login.JumpArg("bastion.example.org", 22, Path("/etc/hpcbridge/jump-0"), False),
                  id="verify"),
     pytest.param("10.0.0.7,2222,/run/jump,1,insecure",
-                 logs.JumpArg("10.0.0.7", 2222, Path("/run/jump,1"), True),
+                 login.JumpArg("10.0.0.7", 2222, Path("/run/jump,1"), True),
                  id="insecure-and-a-comma-in-the-directory"),
 ])
-def test_a_jump_argument(text: str, expected: logs.JumpArg) -> None:
-    assert logs.jump_arg(text) == expected
+def test_a_jump_argument(text: str, expected: login.JumpArg) -> None:
+    assert login.jump_arg(text) == expected
 
 
 @pytest.mark.parametrize("text", [
@@ -202,7 +202,7 @@ def test_a_jump_argument(text: str, expected: logs.JumpArg) -> None:
 ])
 def test_a_malformed_jump_argument(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="HOST,PORT,SECRET_DIR,CHECK"):
-        logs.jump_arg(text)
+        login.jump_arg(text)
 
 
 def test_jump_arguments_keep_their_order() -> None:
@@ -217,7 +217,7 @@ def test_the_mounted_secret_is_read_with_its_certificate(tmp_path: Path) -> None
     for key, value in {"username": "alice\n", "ssh-privatekey": "KEY", "known_hosts": "KH",
                        "ssh-certificate": "CERT"}.items():
         (tmp_path / key).write_text(value)
-    credentials = logs.read_secret(tmp_path)
+    credentials = login.read_secret(tmp_path)
     assert (credentials.username, credentials.private_key, credentials.password,
             credentials.known_hosts, credentials.certificate) == (
         "alice", "KEY", None, "KH", "CERT")

@@ -14,8 +14,8 @@ from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import Reason
 from hooks.core.values.storage import When
 from hooks.core.wire import mover_pods
-from hooks.core.wire.log_pod import LAST_APPLIED
-from hooks.movers import program
+from hooks.core.wire.child_pod import LAST_APPLIED
+from hooks.pods.movers import program
 from tests.unit.conftest import UID, raw_spec, spec_of
 
 STORAGE = {"s3": {"endpoint": "http://s3.site:9000", "secretRef": {"name": "s3-creds"}}}
@@ -43,7 +43,7 @@ def test_the_inputs_mover_is_restricted_and_mounts_secrets_and_claims_read_only(
     assert pod["metadata"]["name"] == "hello-inputs"
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert container["command"] == ["python", "-m", "hooks.movers"]
+    assert container["command"] == ["python", "-m", "hooks.pods.movers"]
     assert container["args"][0] == "inputs"
     assert "valueFrom" not in json.dumps(container.get("env", []))
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}

@@ -10,7 +10,7 @@ from typing import Any
 
 from hooks.core.decide.effects import Cleanup, ListActive, Submit
 from hooks.core.values.phases import Outcome, TaskState
-from hooks.core.wire.log_pod import LAST_APPLIED
+from hooks.core.wire.child_pod import LAST_APPLIED
 from tests.unit.builders import SUBMITTED, Loop, Run, condition, queue, request, submitted_loop
 
 STORAGE = {"s3": {"endpoint": "http://s3.site:9000", "secretRef": {"name": "s3-creds"}}}

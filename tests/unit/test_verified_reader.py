@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from hooks.core.values.reasons import Reason
-from hooks.movers import workers
-from hooks.movers.store import MAX_PARTS, MIB, PART_SIZE, MoveError, Verified, part_size
+from hooks.pods.movers import workers
+from hooks.pods.movers.store import MAX_PARTS, MIB, PART_SIZE, MoveError, Verified, part_size
 
 PIECE = bytes(range(256)) * 1020  # 255 KiB: an SFTP answer
 

@@ -27,6 +27,10 @@ description and file transfer list takes as it is (no space, comma, quote or ``$
 DNS_SUBDOMAIN = re.compile(
     r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 """The form of a Kubernetes object's name (a BatchJob's, a Secret's)."""
+RESOLVE = 'case $1 in /*) d=$1 ;; *) d=$HOME/$1 ;; esac'
+"""The shell's reading of a work directory (``work_dir``): ``$1`` absolute, or relative to the
+login user's home, as ``d``; every remote program that takes an attempt's directory starts
+with it."""
 SHARED_FILES = frozenset({"ended", "ended.tmp"})
 """The files every scheduler's attempt directory has: the marker the log Pod waits for."""
 SHARED_PREFIXES = (".", "hpcbridge")

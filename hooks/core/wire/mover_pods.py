@@ -1,15 +1,15 @@
 """The mover Pods ``<name>-inputs`` and ``<name>-outputs``: children that copy a BatchJob's data,
 and what the hooks read back from them. Pure: no I/O.
 
-They run ``python -m hooks.movers`` in the product's image under the ``restricted`` Pod Security
-profile, like the log Pod: the cluster's SSH Secret and the S3 Secret (``spec.storage``) are
-mounted read-only, never put in env, and the claims are mounted (read-only for inputs). The
-inputs mover uploads the inputs over SFTP into the attempt's staging directory
-(``staging_dir``), which the guarded submission moves into the attempt's directory; the outputs
-mover reads the attempt's directory and writes objects or files. Each reports what it did as
-its termination message (``Report``, JSON), which Metacontroller hands back with the observed
-child, so ``status.inputs``/``status.outputs`` follow from the observed Pods alone. A failed run
-exits non-zero and the kubelet runs it again (``restartPolicy: OnFailure``).
+They run ``python -m hooks.pods.movers`` in the product's image as restricted child Pods, like
+the log Pod (``hooks.core.wire.child_pod``): the cluster's SSH Secret and the S3 Secret
+(``spec.storage``) are mounted read-only, never put in env, and the claims are mounted (read-
+only for inputs). The inputs mover uploads the inputs over SFTP into the attempt's staging
+directory (``staging_dir``), which the guarded submission moves into the attempt's directory;
+the outputs mover reads the attempt's directory and writes objects or files. Each reports what
+it did as its termination message (``Report``, JSON), which Metacontroller hands back with the
+observed child, so ``status.inputs``/``status.outputs`` follow from the observed Pods alone. A
+failed run exits non-zero and the kubelet runs it again (``restartPolicy: OnFailure``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hooks.core.status.transfers import Stage, Transfer
-from hooks.core.values.job import ClusterRef, JobRequest, job_root
+from hooks.core.values.job import JobRequest, job_root
 from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import Reason
 from hooks.core.values.storage import When
-from hooks.core.wire import log_pod
+from hooks.core.wire import child_pod
 
+PROGRAM = "hooks.pods.movers"
+"""The mover Pods' program, run as ``python -m``."""
 REPORT_PATH = "/dev/termination-log"
 S3_MOUNT = "/var/run/secrets/hpcbridge-s3"
 VOLUME_MOUNT = "/var/run/hpcbridge/claims"
@@ -35,7 +37,7 @@ OUTPUT_TRIES = 5
 PEAK_MEMORY = 128 * 2**20
 """The most a mover holds in memory, whatever the sizes and the number of files (measured
 about 95 MiB on the S3 path, bench/results.md; checked by tests/integration/test_data.py):
-the program and its libraries (about 55 MiB), the upload parts of ``hooks.movers.store`` (two
+the program and its libraries (about 55 MiB), the upload parts of ``hooks.pods.movers.store`` (two
 sent while a third is read and joined: 4 x 8 MiB), the SFTP reads in flight and the channel's
 window (``hooks.ssh.files``: 4 and 8 MiB). Above 78 GiB an object's parts grow (S3 allows 10000),
 and so does this."""
@@ -158,25 +160,13 @@ def _claim_path(claims: list[str], claim: str, sub_path: str) -> str:
     return f"{mount}/{sub_path}" if sub_path else mount
 
 
-def login_args(cluster: ClusterRef) -> list[str]:
-    """How a child Pod logs in to the cluster: host, port, Secret mounts and jump hosts."""
-    args = [f"--host={cluster.host}", f"--port={cluster.port}",
-            f"--secret-dir={log_pod.SECRET_MOUNT}"]
-    for hop, directory in zip(cluster.jump, log_pod.hop_dirs(cluster), strict=True):
-        check = "insecure" if hop.insecure_skip_host_key_check else "verify"
-        args.append(f"--jump={hop.host},{hop.port},{directory},{check}")
-    if cluster.insecure_skip_host_key_check:
-        args.append("--insecure-skip-host-key-check")
-    return [*args, *log_pod.site_args(cluster)]
-
-
 def _pod(job: JobRequest, direction: str, plan: list[dict[str, Any]], claims: list[str], *,
          image: str) -> dict[str, Any]:
     """A mover Pod; the inputs mover mounts the claims read-only."""
     spec, read_only = job.spec, direction == "inputs"
-    extra = [f"--staging-dir={staging_dir(job)}"] if read_only else []
-    mounts, volumes = log_pod.secret_volumes(spec.cluster)
-    args = [direction, *login_args(spec.cluster), f"--remote-dir={job.remote_dir}", *extra,
+    mounts, volumes = child_pod.secret_volumes(spec.cluster)
+    args = [direction, *child_pod.login_args(spec.cluster), f"--remote-dir={job.remote_dir}",
+            *([f"--staging-dir={staging_dir(job)}"] if read_only else []),
             f"--owner={job.uid}", f"--report={REPORT_PATH}",
             f"--plan={json.dumps(plan, sort_keys=True, separators=(',', ':'))}"]
     if spec.storage is not None:
@@ -191,16 +181,13 @@ def _pod(job: JobRequest, direction: str, plan: list[dict[str, Any]], claims: li
                        "readOnly": read_only})
         volumes.append({"name": f"claim-{i}", "persistentVolumeClaim": {
             "claimName": claim, "readOnly": read_only}})
-    pod = log_pod.log_pod(job, job_ids=(), image=image)
-    pod["metadata"]["name"] = pod_name(job.name, direction)
-    pod["metadata"]["labels"]["app.kubernetes.io/component"] = direction
-    (container,) = pod["spec"]["containers"]
-    container.update(name=direction, command=["python", "-m", "hooks.movers"], args=args,
-                     volumeMounts=mounts, terminationMessagePath=REPORT_PATH,
-                     terminationMessagePolicy="File",
-                     resources=_resources())
-    pod["spec"]["volumes"] = volumes
-    return pod
+    main = child_pod.container(direction, image, PROGRAM, args, mounts=mounts,
+                               resources=_resources())
+    main.update(terminationMessagePath=REPORT_PATH, terminationMessagePolicy="File")
+    labels = {"app.kubernetes.io/component": direction,
+              "hpcbridge.io/batchjob": child_pod.label_value(job.name),
+              "hpcbridge.io/attempt": str(job.attempt)}
+    return child_pod.restricted_pod(pod_name(job.name, direction), labels, main, volumes)
 
 
 def _resources() -> dict[str, Any]:
@@ -210,8 +197,8 @@ def _resources() -> dict[str, Any]:
 
 
 def _is(pod: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    observed = log_pod.applied_configuration(pod)
-    return observed is not None and log_pod.without_selector_label(observed) == desired
+    observed = child_pod.applied_configuration(pod)
+    return observed is not None and child_pod.without_selector_label(observed) == desired
 
 
 def _terminated(state: object) -> tuple[int, str] | None:

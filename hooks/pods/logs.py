@@ -1,6 +1,6 @@
 """The log Pod's program: print an attempt's output, task by task.
 
-``python -m hooks.logs`` runs in the product's image as the ``<name>-logs`` Pod. It logs in
+``python -m hooks.pods.logs`` runs in the product's image as the ``<name>-logs`` Pod. It logs in
 with the Secret mounted at ``--secret-dir`` (through the jump hosts given by ``--jump``, each
 with its own Secret mounted, in order) and prints every task's stdout and stderr from the
 attempt's remote directory under a header per file, then exits 0. One remote command reads
@@ -17,35 +17,28 @@ Pod is deleted) ends it at once.
 from __future__ import annotations
 
 import argparse
-import datetime
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
 from types import FrameType
 
 from hooks.core.sites.secret import (
-    Credentials,
     SecretError,
-    check_certificate,
-    check_known_hosts,
-    read_certificate,
 )
+from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.job import JobRef
 from hooks.deadline import Deadline
-from hooks.schedulers import guard
+from hooks.pods import login
 from hooks.schedulers.registry import REGISTRY
 from hooks.ssh import errors
-from hooks.ssh.client import Jump, Remote, Target
-from hooks.ssh.login import connect
+from hooks.ssh.client import Remote
 
 STREAMS = {"out": "stdout", "err": "stderr"}
 READ = r"""t=$(mktemp) || { cat > /dev/null; exit 4; }
 trap 'rm -f "$t"' EXIT
 cat > "$t"
-""" + guard.RESOLVE + r"""
+""" + RESOLVE + r"""
 cd -- "$d" 2>/dev/null || exit 3
 if [ -f ended ]; then printf 'ended %s\n' "$(head -n 1 ended)"; else echo running; fi
 stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
@@ -60,11 +53,11 @@ stat -c '%n %s' -- [0-9]*.out [0-9]*.err 2>/dev/null |
   done
 exit 0"""
 """Takes the attempt's directory (absolute, or relative to the home directory:
-``hooks.schedulers.guard.RESOLVE``) as ``$1`` and
+``hooks.core.spec.layout.RESOLVE``) as ``$1`` and
 the offsets already printed (``NAME OFFSET`` lines) on stdin, then answers
 ``ended PHASE`` or ``running`` and, for each task file with new bytes in task order (stdout
 before stderr), ``file NAME LENGTH`` and those bytes."""
-PROG = "python -m hooks.logs"
+PROG = "python -m hooks.pods.logs"
 """The log Pods' command; also ``hpcbridge logs`` (``hooks.cli``)."""
 FOLLOW_INTERVAL = 3.0
 QUIET_SECONDS = 300.0
@@ -86,16 +79,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        credentials = checked(trusting(read_secret(Path(args.secret_dir)), args.known_hosts))
-        jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
-                           checked(trusting(read_secret(hop.secret_dir), args.known_hosts),
-                                   jump=hop.host))
-                      for hop in args.jump)
-        target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps,
-                        site=args.batchcluster)
-        conn = connect(target, credentials, deadline=Deadline.after(30))
+        conn = login.log_in(args)
     except (OSError, SecretError, errors.SSHError) as err:
-        print(f"hpcbridge: cannot log in to {args.host}: {_why(err)}", file=sys.stderr)
+        print(f"hpcbridge: cannot log in to {args.host}: {login.why(err)}", file=sys.stderr)
         return 1
     try:
         printer = Printer(conn, args.remote_dir)
@@ -202,96 +188,19 @@ class Printer:
         self.grew = True
 
 
-def read_secret(directory: Path) -> Credentials:
-    """Credentials from a mounted Secret: one file per key."""
-
-    def value(key: str) -> str | None:
-        path = directory / key
-        return path.read_text() if path.is_file() else None
-
-    return Credentials(
-        username=(value("username") or "").strip(),
-        private_key=value("ssh-privatekey"),
-        passphrase=value("ssh-passphrase"),
-        password=value("password"),
-        known_hosts=value("known_hosts"),
-        certificate=value("ssh-certificate"),
-    )
-
-
-def trusting(credentials: Credentials, known_hosts: str | None) -> Credentials:
-    """The credentials with a BatchCluster's host keys instead of the Secret's, if given."""
-    return credentials if known_hosts is None else replace(credentials, known_hosts=known_hosts)
-
-
-def checked(credentials: Credentials, *, jump: str | None = None) -> Credentials:
-    """The credentials, if the hooks would take their Secret: a known_hosts line that cannot
-    be used, or a certificate that is not valid now, is said plainly instead of as a refused
-    login (``SecretError``, naming the jump host whose Secret it is)."""
-    try:
-        if credentials.known_hosts:
-            check_known_hosts(credentials.known_hosts)
-        if credentials.certificate:
-            check_certificate(read_certificate(credentials.certificate),
-                              datetime.datetime.now(datetime.UTC))
-    except SecretError as err:
-        raise SecretError(f"jump host {jump}: {err}" if jump else str(err)) from err
-    return credentials
-
-
-CHECKS = {"verify": False, "insecure": True}
-"""``--jump``'s CHECK: whether the jump host's host key goes unchecked."""
-
-
-@dataclass(frozen=True)
-class JumpArg:
-    """One ``--jump=HOST,PORT,SECRET_DIR,CHECK``: CHECK is ``verify`` (host key checked
-    against the known_hosts in SECRET_DIR) or ``insecure``."""
-
-    host: str
-    port: int
-    secret_dir: Path
-    insecure: bool
-
-
-def jump_arg(text: str) -> JumpArg:
-    """Parse ``--jump``; host names and ports hold no comma, so SECRET_DIR may."""
-    host, port, rest = [*text.split(",", 2), "", ""][:3]
-    secret_dir, _, check = rest.rpartition(",")
-    number = int(port) if port.isascii() and port.isdigit() else 0
-    if not host or not 0 < number < 65536 or not secret_dir or check not in CHECKS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not HOST,PORT,SECRET_DIR,CHECK (CHECK: verify or insecure)")
-    return JumpArg(host, number, Path(secret_dir), CHECKS[check])
-
-
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise Stopped
-
-
-def _why(err: Exception) -> str:
-    return err.message if isinstance(err, errors.SSHError) else str(err)
 
 
 def _parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--backend", required=True, choices=sorted(REGISTRY))
-    parser.add_argument("--host", required=True)
-    parser.add_argument("--port", type=int, default=22)
+    login.add_arguments(parser)
     parser.add_argument("--remote-dir", required=True,
                         help="the attempt's directory: absolute, or relative to ~")
     parser.add_argument("--key", required=True, help="the attempt's key, <uid>-<attempt>")
-    parser.add_argument("--secret-dir", required=True)
     parser.add_argument("--job-id", action="append", default=[])
     parser.add_argument("--follow", action="store_true")
-    parser.add_argument("--insecure-skip-host-key-check", action="store_true")
-    parser.add_argument("--batchcluster", default="",
-                        help="the BatchCluster the route comes from")
-    parser.add_argument("--known-hosts", default=None,
-                        help="the BatchCluster's knownHosts, trusted instead of the Secrets'")
-    parser.add_argument("--jump", action="append", default=[], type=jump_arg,
-                        metavar="HOST,PORT,SECRET_DIR,CHECK",
-                        help="a jump host, in order (ssh -J); CHECK is verify or insecure")
     return parser
 
 

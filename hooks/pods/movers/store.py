@@ -20,7 +20,7 @@ from minio import Minio
 from minio.error import MinioException, S3Error
 
 from hooks.core.values.reasons import Reason
-from hooks.movers.workers import WORKERS
+from hooks.pods.movers.workers import WORKERS
 
 MIB = 1024 * 1024
 PART_SIZE = 8 * MIB

@@ -1,4 +1,4 @@
-"""The mover program (``python -m hooks.movers``, the mover Pods' command, or
+"""The mover program (``python -m hooks.pods.movers``, the mover Pods' command, or
 ``hpcbridge movers``): log in to the cluster as the log Pod does (the SSH Secret mounted at
 ``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
 at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
@@ -24,16 +24,13 @@ from types import FrameType
 from hooks.core.sites.secret import SecretError
 from hooks.core.status.transfers import Stage
 from hooks.core.wire.mover_pods import Report
-from hooks.deadline import Deadline
-from hooks.logs import checked, jump_arg, read_secret, trusting
-from hooks.movers import inputs, outputs
-from hooks.movers.store import MoveError, client
+from hooks.pods import login
+from hooks.pods.movers import inputs, outputs
+from hooks.pods.movers.store import MoveError, client
 from hooks.ssh import errors
-from hooks.ssh.client import Jump, Target
 from hooks.ssh.files import RemoteFiles
-from hooks.ssh.login import connect
 
-PROG = "python -m hooks.movers"
+PROG = "python -m hooks.pods.movers"
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1024 * 1024
 
@@ -48,8 +45,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         report = Report(Stage.FAILED, reason=err.reason, message=err.message)
         code = 0 if err.final else 1
     except (OSError, SecretError, errors.SSHError) as err:
-        message = err.message if isinstance(err, errors.SSHError) else str(err)
-        report = Report(Stage.FAILED, message=f"{args.direction}: {message}")
+        report = Report(Stage.FAILED, message=f"{args.direction}: {login.why(err)}")
         code = 1
     else:
         code = 0
@@ -66,13 +62,7 @@ def _run(args: argparse.Namespace) -> tuple[int, int]:
     plan = json.loads(args.plan)
     s3 = (client(args.endpoint, args.region, Path(args.s3_secret_dir))
           if args.endpoint else None)
-    credentials = checked(trusting(read_secret(Path(args.secret_dir)), args.known_hosts))
-    jumps = tuple(Jump(hop.host, hop.port, hop.insecure,
-                       checked(trusting(read_secret(hop.secret_dir), args.known_hosts),
-                               jump=hop.host)) for hop in args.jump)
-    target = Target(args.host, args.port, args.insecure_skip_host_key_check, jumps,
-                    site=args.batchcluster)
-    conn = connect(target, credentials, deadline=Deadline.after(30))
+    conn = login.log_in(args)
     try:
         files = RemoteFiles(conn)
         try:
@@ -108,16 +98,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("direction", choices=["inputs", "outputs"])
-    parser.add_argument("--host", required=True)
-    parser.add_argument("--port", type=int, default=22)
-    parser.add_argument("--secret-dir", required=True)
-    parser.add_argument("--jump", action="append", default=[], type=jump_arg,
-                        metavar="HOST,PORT,SECRET_DIR,CHECK")
-    parser.add_argument("--insecure-skip-host-key-check", action="store_true")
-    parser.add_argument("--batchcluster", default="",
-                        help="the BatchCluster of the route, whose host keys --known-hosts holds")
-    parser.add_argument("--known-hosts", default=None,
-                        help="the BatchCluster's knownHosts: the only host keys trusted")
+    login.add_arguments(parser)
     parser.add_argument("--remote-dir", required=True, help="the attempt's directory")
     parser.add_argument("--staging-dir", default="", help="inputs: where they are staged")
     parser.add_argument("--owner", required=True, help="the BatchJob's uid")

@@ -25,12 +25,12 @@ from typing import Any
 from minio import Minio
 
 from hooks.core.spec.data import matches
+from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
 from hooks.deadline import Deadline
-from hooks.movers import workers
-from hooks.movers.store import MoveError, Verified, part_size, stored, upload
-from hooks.schedulers.guard import RESOLVE
+from hooks.pods.movers import workers
+from hooks.pods.movers.store import MoveError, Verified, part_size, stored, upload
 from hooks.ssh.client import Connection, Remote
 from hooks.ssh.files import RemoteFiles
 
@@ -48,7 +48,7 @@ SMALL = 1024 * 1024
 def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
             plan: list[dict[str, Any]], *, remote_dir: str, owner: str) -> tuple[int, int]:
     """Copy every output of ``plan``; the files and bytes in place. Files up to ``SMALL``
-    bytes are copied several at a time (``hooks.movers.workers``) while the cluster computes
+    bytes are copied several at a time (``hooks.pods.movers.workers``) while the cluster computes
     the digests of the larger ones, which are then copied one at a time: into a claim as the
     cluster still computes them (a file's digest is needed once its last byte is read), to S3
     once they are known (an object's metadata holds it)."""

@@ -1,5 +1,0 @@
-import sys
-
-from hooks.movers.program import main
-
-sys.exit(main())

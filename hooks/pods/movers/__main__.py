@@ -1,0 +1,5 @@
+import sys
+
+from hooks.pods.movers.program import main
+
+sys.exit(main())
