@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hooks.core.decide import staging
 from hooks.core.decide.effects import Answer
-from hooks.core.status import record
+from hooks.core.status import lifecycle, record
 from hooks.core.status.record import Status
 from hooks.core.values.job import JobRequest, Spec
-from hooks.core.wire import log_pod, response
+from hooks.core.values.phases import Phase
+from hooks.core.wire import log_pod, mover_pods, response
 from hooks.core.wire.request import Call
 
 FINALIZE_RESYNC = 3.0
@@ -33,7 +33,7 @@ def build(
     after ``FINALIZE_RESYNC`` seconds until it is. Pure: no I/O."""
     pods = _children(call, new)
     logs_pod = pods[0]["metadata"]["name"] if pods else None
-    pods = [*pods, *staging.wanted_pods(call, new)]
+    pods = [*pods, *_mover_pods(call, new)]
     if new.logs_pod != logs_pod:
         new = replace(new, logs_pod=logs_pod)
     raw = record.to_raw(
@@ -76,6 +76,37 @@ def _children(call: Call, new: Status) -> Sequence[dict[str, Any]]:
     kept = log_pod.carried_over(call.log_pod, namespace=call.namespace, name=call.name,
                                  uid=call.uid, image=call.policy.log_image, clusters=known)
     return [kept] if kept else []
+
+
+def _mover_pods(call: Call, new: Status) -> list[dict[str, Any]]:
+    """The mover Pods ``new`` implies: the inputs mover until the attempt is submitted, the
+    outputs mover while its outputs are collected."""
+    spec = call.parsed.spec
+    if spec is None or call.finalizing:
+        return []
+    pods = []
+    if spec.data_inputs and new.inputs is not None and not new.job_ids and (
+            new.phase is Phase.PENDING):
+        pods.append(mover_pods.inputs_pod(_attempt_job(call, new), image=call.policy.log_image))
+    if lifecycle.collecting_outputs(new):
+        pod = outputs_pod(call, new)
+        if pod is not None:
+            pods.append(pod)
+    return pods
+
+
+def outputs_pod(call: Call, status: Status) -> dict[str, Any] | None:
+    """The outputs mover of the attempt ``status`` has collecting its outputs."""
+    assert status.outputs is not None and status.outputs.attempt_phase is not None
+    return mover_pods.outputs_pod(_attempt_job(call, status), status.outputs.attempt_phase,
+                                  image=call.policy.log_image)
+
+
+def _attempt_job(call: Call, status: Status) -> JobRequest:
+    spec = _attempt_spec(call, status)
+    assert spec is not None
+    return JobRequest(call.namespace, call.name, call.uid, status.attempt, spec,
+                      call.policy.guard_stale)
 
 
 def _attempt_spec(call: Call, new: Status) -> Spec | None:

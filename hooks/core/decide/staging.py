@@ -12,8 +12,8 @@ for a succeeded job whose outputs could not be collected (a failed job keeps its
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from hooks.core.decide import answer
 from hooks.core.decide.rounds import Round
 from hooks.core.status import lifecycle
 from hooks.core.status.record import Status
@@ -61,16 +61,11 @@ def ended(call: Call, new: Status) -> Status:
                          attempt_message=new.message))
 
 
-def collecting(status: Status) -> bool:
-    return (status.reason is Reason.COLLECTING_OUTPUTS and status.outputs is not None
-            and status.outputs.attempt_phase is not None)
-
-
 def collected(call: Call, prev: Status) -> Status:
     """Where the collection of the outputs stands, from the observed outputs mover."""
     kept = prev.outputs
     assert kept is not None and kept.attempt_phase is not None
-    pod = _outputs_pod(call, prev)
+    pod = answer.outputs_pod(call, prev)
     seen = (mover_pods.observe(call.movers.get("outputs"), pod, tries=mover_pods.OUTPUT_TRIES)
             if pod is not None else Transfer(Stage.DONE))
     if seen.phase in (Stage.PENDING, Stage.STAGING):
@@ -84,35 +79,3 @@ def collected(call: Call, prev: Status) -> Status:
     elif seen.phase is Stage.DONE:
         message = f"{message} Outputs: {seen.files} files, {seen.bytes} bytes.".strip()
     return replace(prev, phase=phase, reason=reason, message=message, outputs=done)
-
-
-def wanted_pods(call: Call, new: Status) -> list[dict[str, Any]]:
-    """The mover Pods ``new`` implies: the inputs mover until the attempt is submitted, the
-    outputs mover while its outputs are collected."""
-    spec = call.parsed.spec
-    if spec is None or call.finalizing:
-        return []
-    pods = []
-    if spec.data_inputs and new.inputs is not None and not new.job_ids and (
-            new.phase is Phase.PENDING):
-        pods.append(mover_pods.inputs_pod(_job(call, new), image=call.policy.log_image))
-    if collecting(new):
-        pod = _outputs_pod(call, new)
-        if pod is not None:
-            pods.append(pod)
-    return pods
-
-
-def _outputs_pod(call: Call, status: Status) -> dict[str, Any] | None:
-    assert status.outputs is not None and status.outputs.attempt_phase is not None
-    return mover_pods.outputs_pod(_job(call, status), status.outputs.attempt_phase,
-                              image=call.policy.log_image)
-
-
-def _job(call: Call, status: Status) -> JobRequest:
-    spec = call.parsed.spec
-    assert spec is not None
-    if status.cluster is not None:
-        spec = replace(spec, cluster=status.cluster)
-    return JobRequest(call.namespace, call.name, call.uid, status.attempt, spec,
-                      call.policy.guard_stale)

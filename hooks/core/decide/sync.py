@@ -88,7 +88,7 @@ def _round(call: Call, prev: Status) -> Effects[Status | Reached]:
     answer with at once, when nothing is due or the spec, the Secrets or ``spec.suspend`` rule
     it out."""
     spec = call.parsed.spec
-    if staging.collecting(prev):
+    if lifecycle.collecting_outputs(prev):
         return staging.collected(call, prev)
     plan = lifecycle.plan(prev, generation=generation(call, prev),
                           backoff_limit=spec.backoff_limit if spec else 0)

@@ -202,6 +202,12 @@ def staging(
     return replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
 
 
+def collecting_outputs(status: Status) -> bool:
+    """Whether the attempt ended and its outputs mover is collecting its outputs."""
+    return (status.reason is Reason.COLLECTING_OUTPUTS and status.outputs is not None
+            and status.outputs.attempt_phase is not None)
+
+
 def held_by_hooks(status: Status) -> bool:
     """Whether the attempt waits in the queue held by the hooks for ``spec.suspend`` (to be
     released once it is false), as opposed to held by the scheduler, an administrator or the
