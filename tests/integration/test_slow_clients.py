@@ -1,10 +1,10 @@
 """Slow and many clients against the real hook server as deploy/ runs it: nginx in front
 (deploy/base/nginx.conf, here over plain HTTP; tests/integration/test_tls.py has its TLS) and
 gunicorn's threads behind it. Clients that dribble their head or body hold no thread and are cut
-off at nginx's timeouts, a body above the cap is refused unread, and syncs waiting on a cluster
-that never answers hold only that cluster's share of the hook threads (``hooks.admission``),
-the others answered at once, so /healthz and the calls for other clusters are answered
-meanwhile.
+off at nginx's timeouts, a body above the cap is refused unread, whatever nginx refuses itself
+is answered in JSON, and syncs waiting on a cluster that never answers hold only that cluster's
+share of the hook threads (``hooks.admission``), the others answered at once, so /healthz and
+the calls for other clusters are answered meanwhile.
 
 No test cluster is needed: the hooks called are customize, and syncs for a local listener that
 accepts TCP connections and never speaks (a blackholed SSH host) or for a closed port. No
@@ -212,6 +212,44 @@ def test_a_request_framed_two_ways_is_refused(strict: str) -> None:
     assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer
     assert json.loads(body) == {"error": "Bad Request",
                                 "message": "the request is not well-formed HTTP"}
+
+
+HEAD_TOO_LARGE = (400, {"error": "Bad Request",
+                        "message": "the request head is larger than the hooks accept"})
+
+
+@pytest.mark.parametrize(("head", "answer"), [
+    pytest.param(b"POST /sync HTTP/1.1\r\nHost: hooks\r\nX-Big: " + b"a" * 9000 + b"\r\n",
+                 HEAD_TOO_LARGE, id="a-header-line-above-8-KiB"),
+    pytest.param(b"POST /sync HTTP/1.1\r\nHost: hooks\r\n"
+                 + b"".join(b"X-%d: %s\r\n" % (n, b"a" * 7000) for n in range(6)),
+                 HEAD_TOO_LARGE, id="headers-above-32-KiB"),
+    pytest.param(b"POST /sync HTTP/1.1\r\nHost: hooks\r\nCookie: " + b"a" * 9000 + b"\r\n",
+                 HEAD_TOO_LARGE, id="a-cookie-above-8-KiB"),
+    pytest.param(b"POST /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: hooks\r\n",
+                 (414, {"error": "Request-URI Too Large",
+                        "message": "the request line is longer than the hooks accept"}),
+                 id="a-request-line-above-8-KiB"),
+    pytest.param(b"POST /sync HTTP/1.1\r\nHost: hooks\r\nTransfer-Encoding: gzip\r\n",
+                 (501, {"error": "Not Implemented", "message": "the request uses a transfer "
+                        "encoding the hooks do not accept"}), id="an-unknown-transfer-encoding"),
+    pytest.param(b"POST /sync HTTP/2.0\r\nHost: hooks\r\n",
+                 (505, {"error": "HTTP Version Not Supported",
+                        "message": "the hooks speak HTTP/1.0 and HTTP/1.1"}),
+                 id="an-http-version-it-does-not-speak"),
+])
+def test_every_refusal_of_the_front_is_json(
+        strict: str, head: bytes, answer: tuple[int, dict[str, str]]) -> None:
+    """nginx refuses these itself, before gunicorn sees them: with the same JSON as its other
+    refusals, never its own HTML page."""
+    with socket.create_connection(address(strict), timeout=30) as conn:
+        conn.sendall(head + b"Connection: close\r\n\r\n")
+        received = answer_of(conn)
+    status, body = answer
+    head_received, _, body_received = received.partition(b"\r\n\r\n")
+    assert head_received.startswith(f"HTTP/1.1 {status} ".encode()), received[:300]
+    assert b"\r\nContent-Type: application/json\r\n" in head_received + b"\r\n"
+    assert json.loads(body_received) == body
 
 
 def test_a_body_below_the_cap_is_answered_after_100_continue(strict: str) -> None:

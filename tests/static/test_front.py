@@ -4,6 +4,7 @@ tests (tests/front.py, tests/integration/test_tls.py, test_slow_clients.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -43,6 +44,33 @@ def test_nginx_setting(name: str, value: str) -> None:
 def test_the_body_cap_is_the_apps() -> None:
     (cap,) = directive("client_max_body_size")
     assert int(cap.removesuffix("m")) * 1024 * 1024 == Settings().max_body
+
+
+FRONT_REFUSALS = {400, 413, 414, 494, 495, 496, 497, 501, 505}
+"""Every status nginx answers a request with by itself, before gunicorn sees it: a malformed
+request (400), a body above the cap (413), a request line or a head that does not fit its
+buffers (414, and its own 494), no trusted client certificate or plain HTTP on the TLS port
+(495 to 497), a transfer encoding it does not know (501), an HTTP version it does not speak
+(505)."""
+
+
+def error_pages() -> dict[int, str]:
+    """The internal location each status of an ``error_page`` line goes to."""
+    return {int(code): uri for line in directive("error_page")
+            for *codes, uri in [line.split()] for code in codes}
+
+
+def test_every_refusal_of_the_front_is_json() -> None:
+    """nginx's own HTML page never answers: each refusal is a JSON ``{error, message}`` of its
+    own location (tests/integration/test_slow_clients.py sends each to nginx itself)."""
+    pages = error_pages()
+    assert set(pages) == FRONT_REFUSALS
+    for code, uri in pages.items():
+        found = re.search(rf"location = {re.escape(uri)} {{\s*internal;\s*return (\d+) '(.*)';",
+                          CONF)
+        assert found, code
+        assert set(json.loads(found.group(2))) == {"error", "message"}, code
+    assert directive("default_type") == ["application/json"]
 
 
 def test_the_certificate_variables_name_the_mounted_files() -> None:
