@@ -62,7 +62,7 @@ def test_printer_columns() -> None:
         for column in version["additionalPrinterColumns"]
     ]
     assert columns == [
-        ("BACKEND", "string", ".spec.backend"),
+        ("BACKEND", "string", ".status.backend"),  # spec.backend is empty under a BatchCluster
         ("PHASE", "string", ".status.phase"),
         ("REASON", "string", ".status.reason"),
         ("JOBID", "string", ".status.jobIDs[0]"),

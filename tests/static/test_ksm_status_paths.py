@@ -48,6 +48,13 @@ def test_common_labels_are_crd_fields() -> None:
             assert resolve(crd_schema(), path)["type"] == "string", path
 
 
+def test_the_backend_label_is_the_status_one() -> None:
+    """A BatchJob on a BatchCluster may leave spec.backend out: the hooks write the route's in
+    status.backend (as the BACKEND column reads it)."""
+    (resource,) = yaml.safe_load(KSM.read_text())["spec"]["resources"]
+    assert resource["labelsFromPath"]["backend"] == ["status", "backend"]
+
+
 @pytest.mark.parametrize("metric", metrics(), ids=lambda m: m["name"])
 def test_every_path_is_a_crd_field(metric: dict[str, Any]) -> None:
     each = metric["each"]
