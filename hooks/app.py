@@ -24,6 +24,7 @@ from hooks import auth, logformat
 from hooks.core.values.text import shown
 from hooks.core.wire.request import BadHookRequest
 from hooks.executor import Executor
+from hooks.metrics import hook_outcome
 from hooks.runtime import Runtime
 from hooks.settings import Settings
 
@@ -161,7 +162,7 @@ def _log_call(hook: str, code: int, seconds: float) -> None:
     meta = parent.get("metadata") if isinstance(parent, dict) else None
     meta = meta if isinstance(meta, dict) else {}
     batchjob = "/".join(str(meta.get(k, "?"))[:253] for k in ("namespace", "name"))
-    outcome = {200: "ok", 400: "bad_request"}.get(code, "error")
+    outcome = hook_outcome(code)
     commands = logformat.end_call()
     fields = {"hook": hook, "batchjob": batchjob, "outcome": outcome, "code": code,
               "duration_ms": round(seconds * 1000, 1), "phase": g.get("phase"),

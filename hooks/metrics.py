@@ -42,7 +42,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 started, and every series doubles the scrape."""
 
 HOOKS = ("customize", "sync", "finalize")
-HOOK_OUTCOMES = ("ok", "bad_request", "error")
+HOOK_OUTCOMES = ("ok", "bad_request", "unauthorized", "error")
 CACHE_RESULTS = ("hit", "miss", "wait", "single", "failed")
 SUBMIT_OUTCOMES = ("submitted", "existing", "inflight", "refused", "transient")
 MAX_CLUSTERS = 200
@@ -71,6 +71,21 @@ def cluster_label(cluster: str) -> str:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         return f"{address.ipv4_mapped}:{port}"
     return f"[{address.compressed}]:{port}" if address.version == 6 else f"{address}:{port}"
+
+
+def hook_outcome(status_code: int) -> str:
+    """A hook call's outcome by its answer's status: ``ok``; ``unauthorized`` (401: no bearer
+    token, or not the hooks' one); ``bad_request`` (any other 4xx: a request the hooks
+    refuse); ``error`` (a 5xx: the hooks' own failure).
+
+    >>> [hook_outcome(code) for code in (200, 400, 401, 404, 413, 500)]
+    ['ok', 'bad_request', 'unauthorized', 'bad_request', 'bad_request', 'error']
+    """
+    if status_code < 400:
+        return "ok"
+    if status_code == 401:
+        return "unauthorized"
+    return "bad_request" if status_code < 500 else "error"
 
 
 def verb(argv: Sequence[str]) -> str:
@@ -132,8 +147,7 @@ class Metrics:
 
     def hook_answered(self, hook: str, status_code: int, seconds: float) -> None:
         """Count one answered hook call (``hook`` is customize, sync or finalize)."""
-        outcome = {200: "ok", 400: "bad_request"}.get(status_code, "error")
-        self._hooks[hook, outcome].inc()
+        self._hooks[hook, hook_outcome(status_code)].inc()
         self._latency[hook].observe(seconds)
 
     def cache_lookup(self, result: str) -> None:
@@ -146,14 +160,18 @@ class Metrics:
         """Count one guarded submission by the guard's answer."""
         self._submissions[outcome].inc()
 
-    def ssh_connect(self, cluster: str, *, ok: bool, refused: bool = False) -> None:
+    def ssh_connect(self, cluster: str, *, ok: bool, refused: bool = False,
+                    invalid_secret: bool = False) -> None:
         """Count one SSH connect: ``ok``; ``refused`` when the host answered but would not
-        take this login (its credentials or host key: one user's trouble); else ``failed``
-        (the host could not be reached)."""
+        take this login (its credentials or host key: one user's trouble); ``invalid_secret``
+        when the Secret's key could not be used (unreadable, encrypted without its passphrase,
+        a certificate of another key), so that it was never offered to the host; else
+        ``failed`` (the host could not be reached)."""
         cluster = cluster_label(cluster)
         if ok:
             self._admit(cluster)
-        outcome = "ok" if ok else "refused" if refused else "failed"
+        outcome = ("ok" if ok else "invalid_secret" if invalid_secret
+                   else "refused" if refused else "failed")
         self._connects.labels(self._label(cluster, ("connect", outcome)), outcome).inc()
 
     def forget_cluster(self, cluster: str) -> None:

@@ -192,8 +192,11 @@ class Pool:
             connection = self._connect(slot, (target.host, target.port, slot.route),
                                        target.host, connect)
         except errors.SSHError as err:
-            refused = not isinstance(err, errors.ClusterUnreachable)
-            self._metrics.ssh_connect(cluster, ok=False, refused=refused)
+            # A key the Secret holds but that cannot be used fails before it is offered to
+            # any host: no answer of the host's, unlike a refused login.
+            self._metrics.ssh_connect(cluster, ok=False,
+                                      refused=not isinstance(err, errors.ClusterUnreachable),
+                                      invalid_secret=isinstance(err, errors.BadCredentials))
             raise
         self._metrics.ssh_connect(cluster, ok=True)
         return PooledConnection(connection, key, self.max_channels, self._metrics)

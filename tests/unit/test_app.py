@@ -178,7 +178,7 @@ def test_healthz() -> None:
 def test_metrics_lists_every_hook_and_cache_series_from_the_start() -> None:
     page = client(NoCluster()).get("/metrics").get_data(as_text=True)
     for hook in ("customize", "sync", "finalize"):
-        for outcome in ("ok", "bad_request", "error"):
+        for outcome in ("ok", "bad_request", "unauthorized", "error"):
             assert f'hpcbridge_hook_requests_total{{hook="{hook}",outcome="{outcome}"}}' in page
         assert f'hpcbridge_hook_duration_seconds_count{{hook="{hook}"}}' in page
     for result in ("hit", "miss", "wait", "single", "failed"):
@@ -202,6 +202,20 @@ def test_a_hook_call_is_counted_by_outcome() -> None:
     before = count("bad_request"), count("ok")
     assert app.post("/sync", data="{", content_type="application/json").status_code == 400
     assert (count("bad_request"), count("ok")) == (before[0] + 1, before[1])
+
+
+def test_an_unusable_key_is_no_refused_login() -> None:
+    """The saved request's placeholder key cannot be loaded: the connect fails before any host
+    is dialled, so it is counted as ``invalid_secret``, never as ``refused`` (the host's answer,
+    which keeps HpcbridgeClusterUnreachable quiet)."""
+    app = create_app(Settings(log_image="hpcbridge:test")).test_client()  # the real SSH pool
+    status = app.post("/sync", json=load("sync-first")).get_json()["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", "InvalidSecret")
+    page = app.get("/metrics").get_data(as_text=True)
+    connects = [line for line in page.splitlines()
+                if line.startswith("hpcbridge_ssh_connects_total{")]
+    assert connects == [
+        'hpcbridge_ssh_connects_total{cluster="unverified",outcome="invalid_secret"} 1.0']
 
 
 # --- customize ----------------------------------------------------------------------------

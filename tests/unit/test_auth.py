@@ -5,6 +5,7 @@ certificate, nginx's, are tested end to end in tests/integration/test_tls.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,27 @@ def test_the_app_refuses_other_calls_with_a_json_401(
     assert answer.status_code == 401
     assert answer.json["error"] == "unauthorized"
     assert answer.headers["WWW-Authenticate"] == 'Bearer realm="hpcbridge"'
+
+
+def hook_calls(client: FlaskClient, hook: str) -> dict[str, float]:
+    """``hpcbridge_hook_requests_total`` of ``hook`` by outcome."""
+    page = client.get("/metrics", base_url="http://localhost:9090").get_data(as_text=True)
+    found = re.findall(rf'^hpcbridge_hook_requests_total{{hook="{hook}",outcome="(\w+)"}} (\S+)$',
+                       page, re.MULTILINE)
+    return {outcome: float(value) for outcome, value in found}
+
+
+@pytest.mark.parametrize("authorization", [
+    pytest.param(None, id="no-token"),
+    pytest.param("Bearer wrong", id="wrong-token"),
+])
+def test_a_refused_call_counts_as_unauthorized_not_as_an_error(
+        secured: FlaskClient, authorization: str | None) -> None:
+    """``error`` is a 5xx, the hooks' own failure (alert HpcbridgeHookErrors); a call without
+    the token is counted apart (alert HpcbridgeHookCallsUnauthorized)."""
+    assert call(secured, "/sync", authorization=authorization).status_code == 401
+    assert hook_calls(secured, "sync") == {"ok": 0, "bad_request": 0, "unauthorized": 1,
+                                           "error": 0}
 
 
 @pytest.mark.parametrize("path", ["/customize", "/sync", "/finalize"])

@@ -32,7 +32,7 @@ def connects(metrics: Metrics, cluster: str, outcome: str) -> float | None:
     [
         (errors.AuthenticationFailed, "refused"),
         (errors.HostKeyMismatch, "refused"),
-        (errors.BadCredentials, "refused"),
+        (errors.BadCredentials, "invalid_secret"),
         (errors.HostUnreachable, "failed"),
         (errors.ClusterUnreachable, "failed"),
         (errors.CommandTimeout, "failed"),
