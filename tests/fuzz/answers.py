@@ -26,6 +26,8 @@ from tests.driver import REPO, free_port
 from tests.fuzz.crd_status import status_violations
 
 SAVED = REPO / "examples/requests"
+SITE_GROUP = "BatchCluster.hpcbridge.io/v1alpha1"
+"""The related BatchClusters' group in a request."""
 ANSWER_KEYS = {"status", "resyncAfterSeconds", "finalized"}
 Object = dict[str, Any]
 
@@ -76,12 +78,15 @@ def saved_names() -> list[str]:
 
 
 def saved_request(name: str, port: int = CLOSED_PORT) -> Object:
-    """A saved request (examples/requests/NAME.json) whose cluster is 127.0.0.1:``port``."""
+    """A saved request (examples/requests/NAME.json) whose cluster is 127.0.0.1:``port``: the
+    host the BatchJob names, or the BatchCluster's, without its jump hosts."""
     body = copy.deepcopy(saved_requests()[name])
     parent = body.get("parent") or body["object"]
     for cluster in (parent["spec"]["cluster"], (parent.get("status") or {}).get("cluster")):
-        if cluster:
+        if cluster and "name" not in cluster:
             cluster.update(host="127.0.0.1", port=port)
+    for site in (body.get("related") or {}).get(SITE_GROUP, {}).values():
+        site["spec"].update(host="127.0.0.1", port=port, jump=[])
     return body
 
 

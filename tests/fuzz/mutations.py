@@ -196,7 +196,8 @@ def on_htcondor(body: Object) -> None:
     parent = body.get("parent") or body["object"]
     spec = parent["spec"]
     spec["backend"] = "htcondor"
-    del spec["slurm"], spec["resources"]["nodes"]
+    spec.pop("slurm", None)
+    spec["resources"].pop("nodes", None)
     spec["htcondor"] = {"queue": 2, "submitOptions": {"+ProjectName": '"cms"'}}
     status = parent.get("status")
     if status:
@@ -208,6 +209,8 @@ def on_batchcluster(body: Object) -> None:
     over with the BatchJob's Namespace, as hook version v2 does."""
     parent = body.get("parent") or body["object"]
     cluster = parent["spec"]["cluster"]
+    if "name" in cluster:  # on one already
+        return
     related = body.setdefault("related", {})
     secrets = related.get("Secret.v1") or {}
     known = next((base64.b64decode(s["data"]["known_hosts"]).decode() for s in secrets.values()

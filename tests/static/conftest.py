@@ -89,6 +89,10 @@ def render() -> Render:
     return render
 
 
+OVERLAY_COPY = "mkdir -p deploy/overlays/site && cp -r deploy/overlays/"
+"""The README's copy of an example overlay into deploy/overlays/site/."""
+
+
 def readme_install_blocks() -> list[list[str]]:
     """The ```sh blocks of the README's "Install on a cluster" section, a command a line."""
     section = README.read_text().split("\n## Install on a cluster\n", 1)[1].split("\n## ", 1)[0]
@@ -98,20 +102,34 @@ def readme_install_blocks() -> list[list[str]]:
     ]
 
 
+README_IMAGE = re.compile(r"REGISTRY=\S+ TAG=\S+")
+"""The README's line that sets where the reader pushed the image, before the steps that use it."""
+
+
+def readme_image_env() -> dict[str, str]:
+    """REGISTRY and TAG as the tests set them: SET_IMAGE is $REGISTRY/hpcbridge:$TAG."""
+    name, tag = SET_IMAGE.rsplit(":", 1)
+    return {"REGISTRY": name.removesuffix("/hpcbridge"), "TAG": tag}
+
+
 def run_readme_block(block: list[str], workdir: Path, render: Render) -> Object:
     """Run one README install in ``workdir``, a copy of the install directories. The
     Metacontroller install is only checked to be ours (its base is remote:
     test_metacontroller_install renders it); `kubectl apply -k DIR` and `-f FILE`
     collect what they would apply, DIR rendered by kubectl's own kustomize; `kubectl create
-    secret` steps are kept for ``secrets_made`` (they need kubectl); every other line (a copy
-    of an overlay, or setting its image) runs in bash, with REGISTRY/hpcbridge and TAG
-    replaced, and no kustomize on PATH."""
+    secret` steps are kept for ``secrets_made`` (they need kubectl); the line that sets
+    REGISTRY and TAG is replaced by the tests' own (``readme_image_env``), and every other line
+    (a copy of an overlay, or setting its image) runs in bash, after it, with those two in its
+    environment and no kustomize on PATH."""
     applied: list[Object] = []
     sources: list[str] = []
     secret_steps: list[str] = []
+    image_env: dict[str, str] | None = None
     for line in block:
         words = line.split()
-        if words[:3] == ["kubectl", "apply", "-k"] and "metacontroller" in words[3]:
+        if README_IMAGE.fullmatch(line):
+            image_env = readme_image_env()
+        elif words[:3] == ["kubectl", "apply", "-k"] and "metacontroller" in words[3]:
             assert words == ["kubectl", "apply", "-k", METACONTROLLER_INSTALL]
         elif "kubectl create secret" in line:
             secret = words[words.index("secret") + 2]
@@ -123,18 +141,18 @@ def run_readme_block(block: list[str], workdir: Path, render: Render) -> Object:
             path = workdir / words[3]
             applied += render(path) if words[2] == "-k" else load_all(path)
         else:
-            known = line.startswith("cp -r deploy/overlays/") or "REGISTRY/hpcbridge" in line
+            known = line.startswith(OVERLAY_COPY) or "$REGISTRY/hpcbridge" in line
             assert known, f"the tests do not know this step: {line}"
-            name, tag = SET_IMAGE.rsplit(":", 1)
-            command = re.sub(r"\bTAG\b", tag, line.replace("REGISTRY/hpcbridge", name))
+            assert image_env is not None, f"REGISTRY and TAG are set after {line}"
             result = subprocess.run(
-                ["bash", "-ec", command],
+                ["bash", "-ec", line],
                 cwd=workdir,
+                env={**os.environ, **image_env},
                 capture_output=True,
                 text=True,
                 check=False,
             )
-            assert result.returncode == 0, f"{command}:\n{result.stdout}{result.stderr}"
+            assert result.returncode == 0, f"{line}:\n{result.stdout}{result.stderr}"
     return {"sources": sources, "objects": applied, "secret_steps": secret_steps}
 
 

@@ -1,6 +1,7 @@
 """crds/batchcluster.yaml: cluster-scoped, its printer columns, every field described; the
-example site and the BatchJob that names it are what the API server admits; the BatchJob CRD's
-rules for spec.cluster.name; the roles give every user view and nobody else write."""
+example site and the BatchJob that names it are what the API server admits, the site vouching
+for every host key of its route; the BatchJob CRD's rules for spec.cluster.name; the roles give
+every user view and nobody else write."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.static.admission import MINIMAL_SPEC, batchjob_violations, cel_violat
 from tests.static.kube import REPO, Object, load_all, schema_violations, to_jsonschema
 
 EXAMPLE = REPO / "examples/sites/batchcluster-slurm.yaml"
+EXAMPLE_BATCHJOB = REPO / "examples/sites/hello-site-slurm.yaml"
 
 
 def batchcluster_crd() -> Object:
@@ -43,10 +45,24 @@ def test_every_field_has_a_description() -> None:
 
 
 def test_the_example_is_admitted() -> None:
-    site, batchjob = load_all(EXAMPLE)
+    """The example site, and the example BatchJob beside it that names it."""
+    (site,) = load_all(EXAMPLE)
     assert schema_violations(site, to_jsonschema(crd_schema(batchcluster_crd()))) == []
     assert "namespace" not in site["metadata"]
+    (batchjob,) = load_all(EXAMPLE_BATCHJOB)
     assert batchjob_violations(batchjob) == []
+    assert batchjob["spec"]["cluster"]["name"] == site["metadata"]["name"]
+
+
+def test_the_example_site_lists_the_host_key_of_every_hop() -> None:
+    """Its knownHosts name the login node and each jump host (``[host]:port`` off port 22):
+    the example BatchJob's Secret needs no known_hosts of its own."""
+    (site,) = load_all(EXAMPLE)
+    listed = {name for line in site["spec"]["knownHosts"].splitlines()
+              for name in line.split()[0].split(",")}
+    for hop in [*site["spec"]["jump"], site["spec"]]:
+        port = hop.get("port", 22)
+        assert (hop["host"] if port == 22 else f"[{hop['host']}]:{port}") in listed
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""The README and docs/batchjob-api.md: their local links resolve, and every field the API doc
-shows is one the CRD declares."""
+"""The README and docs/batchjob-api.md: their local links resolve, every field the API doc
+shows is one the CRD declares, the README's first BatchJob names an example BatchCluster, and
+the API doc lists the conditions as its status shows them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 
 from tests.static.admission import batchjob_crd, crd_schema
 from tests.static.install import README
-from tests.static.kube import REPO, Object
+from tests.static.kube import REPO, Object, load_all
 
 API_DOC = REPO / "docs/batchjob-api.md"
 
@@ -70,3 +71,24 @@ def test_local_links_resolve(document: Path) -> None:
 def test_status_fields_are_the_api_doc_ones_plus_retries_and_cluster() -> None:
     declared = crd_schema(batchjob_crd())["properties"]["status"]["properties"]
     assert set(declared) == set(api_doc_block("status")) | {"retries", "cluster"}
+
+
+def test_the_readmes_first_batchjob_names_an_example_batchcluster() -> None:
+    """The site it runs on is one examples/sites/ defines, for the namespace it is in."""
+    block = re.search(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    assert block is not None
+    batchjob = yaml.safe_load(block.group(1))
+    sites = {doc["metadata"]["name"]: doc for path in sorted((REPO / "examples/sites").glob("*"))
+             for doc in load_all(path) if doc["kind"] == "BatchCluster"}
+    site = sites[batchjob["spec"]["cluster"]["name"]]
+    assert "backend" not in batchjob["spec"]  # the BatchCluster's
+    assert site["spec"]["namespaceSelector"]["matchLabels"]
+
+
+def test_the_conditions_are_listed_as_the_status_shows_them() -> None:
+    """The sentence on conditions names every type, in the order of the status example."""
+    types = [condition["type"] for condition in api_doc_block("status")["conditions"]]
+    sentence = re.search(r"\*\*Conditions\*\* are always (.*?);", API_DOC.read_text(),
+                         re.DOTALL)
+    assert sentence is not None
+    assert re.findall(r"`(\w+)`", sentence.group(1)) == types

@@ -57,6 +57,29 @@ def test_block_waits_for_the_server_shows_errors_and_stops_it() -> None:
     assert lines[-1] == "kill %1"
 
 
+def test_hook_answers_are_printed_indented(server: str) -> None:
+    """Every hook call's answer goes through a JSON formatter: one field a line, not one long
+    line."""
+    hook_lines = [line for line in readme_block()
+                  if re.search(r"8080/(customize|sync|finalize)\b", line)]
+    assert len(hook_lines) == 4
+    assert all(line.endswith("| python3 -m json.tool") for line in hook_lines)
+    printed = run(commands()["customize"], server)
+    assert printed.splitlines()[:2] == ["{", '    "relatedResources": [']
+
+
+def test_the_batchcluster_sync_takes_the_route_and_backend_from_the_batchcluster(
+        server: str) -> None:
+    (line,) = (line for line in readme_block() if "sync-batchcluster.json" in line)
+    request = json.loads((REPO / "examples/requests/sync-batchcluster.json").read_text())
+    assert "backend" not in request["parent"]["spec"]
+    status = json.loads(run(line, server))["status"]
+    assert (status["phase"], status["reason"], status["backend"]) == (
+        "Pending", "InvalidSecret", "slurm")
+    assert (status["cluster"]["name"], status["cluster"]["host"]) == (
+        "hpc-a", "login.hpc.example.org")
+
+
 def test_healthz_answers_once_the_server_is_up(server: str) -> None:
     assert json.loads(run(commands()["healthz"], server)) == {"status": "ok"}
 
