@@ -193,6 +193,8 @@ class Driver:
         next change: it shares the stored objects)."""
         parent = self.get(namespace, name)
         related: dict[str, dict[str, Object]] = {"Secret.v1": {}, "ConfigMap.v1": {}}
+        if (parent.get("spec") or {}).get("dependsOn"):
+            related["BatchJob.hpcbridge.io/v1alpha1"] = {}
         for obj in self._related_objects(parent):
             group = f"{obj['kind']}.{obj['apiVersion']}"
             if "namespace" not in obj["metadata"]:
@@ -226,7 +228,8 @@ class Driver:
                           else self.namespaces)
                 found += [scoped[n] for n in rule["names"] if n in scoped]
                 continue
-            store = {"secrets": self.secrets, "configmaps": self.config_maps}[rule["resource"]]
+            store = {"secrets": self.secrets, "configmaps": self.config_maps,
+                     "batchjobs": self.batchjobs}[rule["resource"]]
             for object_name in rule["names"]:
                 obj = store.get((rule["namespace"], object_name))
                 if obj is not None:

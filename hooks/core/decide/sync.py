@@ -31,7 +31,7 @@ from hooks.core.decide.effects import (
 from hooks.core.decide.rounds import Round, attempt_placement, credentials, generation
 from hooks.core.spec import payload
 from hooks.core.spec.batchjob import Placement, digest
-from hooks.core.status import aggregate, lifecycle
+from hooks.core.status import aggregate, dependencies, lifecycle
 from hooks.core.status.lifecycle import Due, Plan
 from hooks.core.status.record import Status
 from hooks.core.values.job import (
@@ -104,14 +104,50 @@ def _round(call: Call, prev: Status) -> Effects[Status | Reached]:
     submit = spec if plan.due is Due.SUBMIT else None
     if submit is not None and submit.suspend and not _tried(prev, plan):
         return lifecycle.suspended(prev, plan, backend=where.backend)
+    seen = prev.dependencies if plan.attempt == prev.attempt else ()
+    if submit is not None and submit.depends_on and not _tried(prev, plan):
+        gated = _dependencies(call, prev, plan, submit, where.backend)
+        if isinstance(gated, Status):
+            return gated
+        seen = gated
     access = credentials(call, where.cluster)
     if isinstance(access, Trouble):
         return lifecycle.unreachable(prev, plan, access.reason, access.message,
                                      backend=where.backend, cluster=where.cluster)
     at = Round(call, prev, plan, where, access)
     if submit is not None:
-        return (yield from _submit(at, submit))
-    return (yield from _track(at))
+        return _with_dependencies((yield from _submit(at, submit)), seen)
+    return _with_dependencies((yield from _track(at)), seen)
+
+
+def _dependencies(call: Call, prev: Status, plan: Plan, spec: Spec,
+                  backend: str) -> tuple[dependencies.Seen, ...] | Status:
+    """What the BatchJobs the attempt depends on were seen to be, when all reached their
+    conditions; else the status that waits for them, or ends the attempt unsent."""
+    mine = {name: obj for name, obj in call.batchjobs.items()
+            if isinstance(obj.get("metadata"), dict)
+            and obj["metadata"].get("namespace") == call.namespace}
+    who = dependencies.Waiting(call.name, call.created, call.now, spec.dependency_grace_seconds)
+    found = dependencies.gate(spec.depends_on, who, mine, prev.dependencies)
+    if found.verdict is dependencies.Verdict.MET:
+        return found.seen
+    if found.verdict is dependencies.Verdict.CYCLE:
+        return replace(lifecycle.invalid_spec(prev, found.message, backend=backend),
+                       dependencies=found.seen)
+    if found.verdict is dependencies.Verdict.FAILED:
+        return lifecycle.dependency_failed(prev, plan, backend=backend, message=found.message,
+                                           seen=found.seen)
+    return lifecycle.waiting_for_dependencies(prev, plan, backend=backend,
+                                              message=found.message, seen=found.seen)
+
+
+def _with_dependencies(reached: Status | Reached,
+                       seen: tuple[dependencies.Seen, ...]) -> Status | Reached:
+    """``status.dependencies`` belongs to the attempt: what it saw when it was submitted stays
+    with it."""
+    if isinstance(reached, Reached):
+        return replace(reached, status=replace(reached.status, dependencies=seen))
+    return replace(reached, dependencies=seen)
 
 
 def _tried(prev: Status, plan: Plan) -> bool:

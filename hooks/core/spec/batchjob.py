@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 
-from hooks.core.spec import data
+from hooks.core.spec import data, dependencies
 from hooks.core.spec.env_inputs import parse_env, parse_inputs
 from hooks.core.spec.layout import cluster_ref
 from hooks.core.values import units
@@ -146,6 +146,9 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
         suspend=flag(spec.get("suspend", False), "spec.suspend"),
         active_deadline_seconds=None if deadline is None else whole_number(
             deadline, "spec.activeDeadlineSeconds", minimum=1, maximum=INT64),
+        depends_on=dependencies.depends_on(spec.get("dependsOn")),
+        dependency_grace_seconds=dependencies.grace_seconds(
+            spec.get("dependencyGracePeriodSeconds")),
     )
 
 

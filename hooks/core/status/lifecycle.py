@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.status.aggregate import Summary
+from hooks.core.status.dependencies import Seen
 from hooks.core.status.record import Status
 from hooks.core.values.job import ClusterRef, JobRef
 from hooks.core.values.phases import TERMINAL_PHASES, Phase
@@ -26,9 +27,9 @@ NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
                            Reason.INVALID_SECRET}) | WAITING_FOR_SITE
 """Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
 NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED, Reason.STAGING_INPUTS, Reason.INPUT_NOT_FOUND,
-                            Reason.STORAGE_ACCESS_DENIED}
-"""Reasons an attempt waits with before anything of it was sent to the cluster: suspended, or
-for a Secret or ConfigMap."""
+                            Reason.STORAGE_ACCESS_DENIED, Reason.WAITING_FOR_DEPENDENCY}
+"""Reasons an attempt waits with before anything of it was sent to the cluster: suspended, for
+a Secret or ConfigMap, its inputs or the BatchJobs it depends on."""
 QUEUED = "The job is queued."
 """A new attempt's message, kept while the job waits with no word from the scheduler
 (``_queued_as_before``): the sync after the submission has nothing to write."""
@@ -193,6 +194,21 @@ def suspended(prev: Status, p: Plan, *, backend: str) -> Status:
         message=f"The BatchJob is suspended; attempt {p.attempt} is submitted once "
                 "spec.suspend is false.",
     )
+
+
+def waiting_for_dependencies(prev: Status, p: Plan, *, backend: str, message: str,
+                             seen: tuple[Seen, ...]) -> Status:
+    """The attempt waits for the BatchJobs it depends on; nothing is sent, not even its
+    inputs."""
+    return replace(_fresh(prev, p, backend), reason=Reason.WAITING_FOR_DEPENDENCY,
+                   message=message, dependencies=seen)
+
+
+def dependency_failed(prev: Status, p: Plan, *, backend: str, message: str,
+                      seen: tuple[Seen, ...]) -> Status:
+    """A dependency can no longer reach its condition: the attempt ends unsent."""
+    return replace(_fresh(prev, p, backend), phase=Phase.FAILED,
+                   reason=Reason.DEPENDENCY_FAILED, message=message, dependencies=seen)
 
 
 def staging(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hooks.core.spec.layout import DNS_SUBDOMAIN, cluster_ref
-from hooks.core.status import stored, transfers, usage
+from hooks.core.status import dependencies, stored, transfers, usage
 from hooks.core.status.usage import Usage
 from hooks.core.values.fields import SpecError
 from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef
@@ -64,6 +64,8 @@ class Status:
     """What the inputs mover did for the attempt (``spec.inputs`` from S3 or a claim)."""
     outputs: transfers.Transfer | None = None
     """What the outputs mover did after the attempt's end (``spec.outputs``)."""
+    dependencies: tuple[dependencies.Seen, ...] = ()
+    """What the attempt saw of the BatchJobs it waited for (``spec.dependsOn``)."""
 
     @property
     def finished(self) -> bool:
@@ -108,6 +110,7 @@ def from_raw(raw: object, rules: Rules) -> Status:
         spec_hash=stored.spec_hash(raw.get("attemptSpecHash")),
         inputs=transfers.from_raw(raw.get("inputs")),
         outputs=transfers.from_raw(raw.get("outputs")),
+        dependencies=dependencies.from_raw(raw.get("dependencies")),
     )
 
 
@@ -147,6 +150,7 @@ def to_raw(
         "attemptSpecHash": status.spec_hash or None,
         "inputs": transfers.to_raw(status.inputs),
         "outputs": transfers.to_raw(status.outputs),
+        "dependencies": dependencies.to_raw(status.dependencies) or None,
         "observedGeneration": generation,
     }
     raw.update({key: value for key, value in optional.items() if value is not None})

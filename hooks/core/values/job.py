@@ -92,6 +92,26 @@ class Input:
     optional: bool = False
 
 
+class Condition(enum.StrEnum):
+    """What a dependency must reach: success, a failure or cancellation, or either."""
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    FINISHED = "Finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """One entry of ``spec.dependsOn``: another BatchJob of the namespace, and its condition."""
+
+    name: str
+    condition: Condition = Condition.SUCCEEDED
+
+
+DEPENDENCY_GRACE_SECONDS = 300
+"""How long a dependency may not exist, from the dependent's creation, by default."""
+
+
 @dataclass(frozen=True, slots=True)
 class Spec:
     """A validated BatchJob spec."""
@@ -109,6 +129,8 @@ class Spec:
     inputs: tuple[Input, ...] = ()
     suspend: bool = False
     active_deadline_seconds: int | None = None
+    depends_on: tuple[Dependency, ...] = ()
+    dependency_grace_seconds: int = DEPENDENCY_GRACE_SECONDS
     storage: S3Storage | None = None
     """``spec.storage.s3``: the object store of the S3 inputs and outputs."""
     data_inputs: tuple[DataInput, ...] = ()

@@ -25,6 +25,7 @@ class Reason(enum.StrEnum):
     PREEMPTED = "Preempted"
     BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    DEPENDENCY_FAILED = "DependencyFailed"
     """``spec.activeDeadlineSeconds`` passed: the attempt was cancelled (the Kubernetes Job's
     reason)."""
     HELD = "Held"

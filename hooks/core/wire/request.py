@@ -22,13 +22,14 @@ from hooks.core.spec.layout import DNS_SUBDOMAIN
 from hooks.core.status import record
 from hooks.core.status.record import Status
 from hooks.core.values.sdk import Rules
-from hooks.core.wire import log_pod
+from hooks.core.wire import log_pod, response
 
 POD_GROUP = "Pod.v1"
 SECRET_GROUP = "Secret.v1"
 CONFIG_MAP_GROUP = "ConfigMap.v1"
 SITE_GROUP = "BatchCluster.hpcbridge.io/v1alpha1"
 NAMESPACE_GROUP = "Namespace.v1"
+BATCHJOB_GROUP = "BatchJob.hpcbridge.io/v1alpha1"
 MAX_NAMED = 256
 """The most entries of one list read for the names of related objects (the spec allows
 fewer)."""
@@ -74,6 +75,8 @@ class Call:
     finalizing: bool
     parsed: ParsedSpec
     logs: Logs
+    created: datetime.datetime | None
+    """The BatchJob's ``metadata.creationTimestamp``, when it reads as one."""
     """``spec.logs``, read even when the rest of the spec is not."""
     previous: Status
     previous_raw: Mapping[str, Any]
@@ -87,6 +90,8 @@ class Call:
     policy: Policy
     movers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """The observed mover Pods by direction (``inputs``, ``outputs``)."""
+    batchjobs: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """The BatchJobs of the namespace that ``spec.dependsOn`` names, by name."""
 
 
 def parse_call(
@@ -118,6 +123,7 @@ def parse_call(
                             namespace=_group(related, NAMESPACE_GROUP, namespace).get(namespace),
                             direct=policy.direct_clusters),
         logs=logs_choice(parent.get("spec")),
+        created=response.parse_time(metadata.get("creationTimestamp")),
         previous=record.from_raw(previous, rules),
         previous_raw=previous,
         secrets=_group(related, SECRET_GROUP, namespace),
@@ -127,6 +133,7 @@ def parse_call(
         now=now, rules=rules, policy=policy,
         movers={d: pods[f"{metadata['name']}-{d}"] for d in ("inputs", "outputs")
                 if f"{metadata['name']}-{d}" in pods},
+        batchjobs=_group(related, BATCHJOB_GROUP, namespace),
     )
 
 
@@ -134,7 +141,8 @@ def customize(body: object) -> dict[str, Any]:
     """The customize answer: exactly the Secrets and ConfigMaps the spec names (the route's
     logins, env values, input files) and those the current attempt was submitted with; with
     a BatchCluster named (in the spec, or by the current attempt), that BatchCluster and the
-    BatchJob's Namespace, both cluster-scoped (hook version v2 hands them over).
+    BatchJob's Namespace, both cluster-scoped (hook version v2 hands them over); and the
+    BatchJobs of its namespace that ``spec.dependsOn`` names, whose every change syncs it again.
     Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
@@ -150,6 +158,10 @@ def customize(body: object) -> dict[str, Any]:
     rules = [{"apiVersion": "v1", "resource": resource, "namespace": namespace,
               "names": sorted(names)}
              for resource, names in (("secrets", secrets), ("configmaps", config_maps)) if names]
+    dependencies = _names([_dict(item).get("name") for item in _list(spec.get("dependsOn"))])
+    if dependencies:
+        rules.append({"apiVersion": API_VERSION, "resource": "batchjobs", "namespace": namespace,
+                      "names": sorted(dependencies)})
     if sites:
         rules += [{"apiVersion": API_VERSION, "resource": "batchclusters", "names": sorted(sites)},
                   {"apiVersion": "v1", "resource": "namespaces", "names": [namespace]}]

@@ -26,6 +26,10 @@ QUEUED_QUIET_GROWTH = 10.0
 """The same while it waits in the queue."""
 MAX_BACKOFF = 120.0
 SLOW_POLL = 60.0
+UNSENT_WAITS = frozenset({Reason.SUSPENDED, Reason.WAITING_FOR_DEPENDENCY})
+"""Waits of an attempt not yet sent that a change of the objects they wait for ends: the
+BatchJob itself (``spec.suspend``), or the BatchJobs it depends on, whose every change
+Metacontroller follows with a sync. Polled slowly, only in case a change was missed."""
 
 
 def envelope(
@@ -69,7 +73,7 @@ def resync_after(
     elif status.reason is Reason.SUBMITTING or next_attempt_due:
         base = MIN_POLL
     elif (status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN
-          or (status.reason is Reason.SUSPENDED and not status.job_ids)):
+          or (status.reason in UNSENT_WAITS and not status.job_ids)):
         base = SLOW_POLL
     elif status.finished:
         return 0.0
