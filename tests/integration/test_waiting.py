@@ -8,6 +8,7 @@ of one job per user), so that the tests run side by side with the rest of the su
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ import pytest
 from tests.driver import Driver
 from tests.integration.conftest import (
     NAMESPACE,
+    STATUS_TTL,
     Cluster,
     condition,
     condor,
@@ -153,7 +155,23 @@ def test_htcondor_asking_more_than_any_slot_has_is_unschedulable(
     start(driver, htcondor, name, SLEEP, resources={"cpus": 512})
     status = waits_with(driver, name, "Unschedulable", "no match found")
     assert status["message"].startswith(
-        "HTCondor will not start it as submitted: no machine of the pool has 512 CPUs")
+        "HTCondor will not start it as submitted: no machine of the pool meets its "
+        "requirement TARGET.Cpus >= RequestCpus (RequestCpus = 512),"), status["message"]
+    driver.finalize(NAMESPACE, name)
+
+
+@pytest.mark.htcondor
+def test_htcondor_requirements_no_machine_meets_are_unschedulable(
+    driver: Driver, htcondor: Cluster, name: str
+) -> None:
+    """Requests that fit, a requirement of the user's that no machine meets: HTCondor's
+    analysis of the whole Requirements names the clause."""
+    start(driver, htcondor, name, SLEEP,
+          htcondor={"submitOptions": {"requirements": "(Memory > 100000000)"}})
+    status = waits_with(driver, name, "Unschedulable", "no match found")
+    assert status["message"].startswith(
+        "HTCondor will not start it as submitted: no machine of the pool meets its "
+        "requirement Memory > 100000000,"), status["message"]
     driver.finalize(NAMESPACE, name)
 
 
@@ -161,8 +179,9 @@ def test_htcondor_asking_more_than_any_slot_has_is_unschedulable(
 def test_htcondor_idle_behind_others_is_ordinary_queueing(
     driver: Driver, htcondor: Cluster, name: str
 ) -> None:
-    """A job asking for every CPU of the pool, while one runs: it could match, so it waits as
-    ordinary queueing, never Unschedulable."""
+    """A job asking for every CPU of the pool, and requiring them, while one runs: the
+    partitionable slot could run it once free (its totals meet the Requirements), so it waits
+    as ordinary queueing, never Unschedulable."""
     cpus = int(condor(htcondor, "condor_status", "-af", "TotalSlotCpus").split()[0])
     blocker = htcondor.as_user(
         "cd /tmp && printf 'executable = /bin/sleep\\narguments = 300\\nqueue\\n' | "
@@ -170,10 +189,17 @@ def test_htcondor_idle_behind_others_is_ordinary_queueing(
     try:
         wait_for(lambda: condor(htcondor, "condor_q", blocker, "-af", "JobStatus").strip() == "2",
                  timeout=120)
-        start(driver, htcondor, name, SLEEP, resources={"cpus": cpus})
+        start(driver, htcondor, name, SLEEP, resources={"cpus": cpus},
+              htcondor={"submitOptions": {"requirements": f"(TARGET.Cpus >= {cpus})"}})
         status = waits_with(driver, name, "", "no match found")
         assert status["message"] == (
             "HTCondor queues it until a machine that matches is free (no match found).")
+        # It stays so over the negotiation cycles that follow (the pool negotiates every
+        # second or so), each judged again.
+        for _ in range(3):
+            time.sleep(2 * STATUS_TTL)
+            driver.sync(NAMESPACE, name)
+            assert driver.get(NAMESPACE, name)["status"]["reason"] == ""
         driver.finalize(NAMESPACE, name)
     finally:
         condor(htcondor, "condor_rm", blocker)

@@ -28,11 +28,13 @@ from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers import guard
 from hooks.schedulers.htcondor.commands import (
+    QUEUE_PROGRAM,
     SUBMIT,
     SUBMIT_PROGRAM,
     TRANSIENT_ERRORS,
     key_constraint,
     lookup,
+    queue,
 )
 from hooks.schedulers.htcondor.description import (
     classad_string,
@@ -268,12 +270,21 @@ def test_one_condor_q_and_one_condor_history_for_many_attempts() -> None:
     result = SCHEDULER.query(conn, refs, deadline=deadline(5))
     assert conn.programs() == ["condor_q", "condor_history"]
     assert set(result) == set(LIVE_KEYS.values())
-    queue, history = (argv[argv.index("-constraint") + 1] for argv, _ in conn.calls)
+    (queue, attributes), (history, _) = (listing(argv) for argv, _ in conn.calls)
     assert queue == "HpcbridgeKey isnt undefined"  # every job of ours, however many
+    assert attributes == ",".join(ATTRIBUTES)
     assert all(key in history for key in LIVE_KEYS.values())
-    for argv, _ in conn.calls:
-        assert argv[argv.index("-attributes") + 1] == ",".join(ATTRIBUTES)
-        assert "-json" in argv
+    history_argv = conn.calls[1][0]
+    assert history_argv[history_argv.index("-attributes") + 1] == ",".join(ATTRIBUTES)
+    assert "-json" in history_argv
+
+
+def listing(argv: Sequence[str]) -> tuple[str, str]:
+    """The constraint and the attributes of a condor_q (``QUEUE_PROGRAM``) or condor_history."""
+    if argv[0] == "sh":
+        assert list(argv[:4]) == ["sh", "-c", QUEUE_PROGRAM, "condor_q"]
+        return argv[4], argv[5]
+    return argv[argv.index("-constraint") + 1], argv[argv.index("-attributes") + 1]
 
 
 def test_nothing_visible_yet_is_an_empty_answer() -> None:
@@ -336,8 +347,7 @@ def test_asked_alone_an_attempt_gets_a_condor_q_of_its_key_only() -> None:
     conn = FakeConnection({"condor_q": [completed(json.dumps(ads))]})
     result = SCHEDULER.query(conn, [JobRef(asked, "15", ("15.0",))], deadline=deadline(5),
                              whole_queue=False)
-    argv = conn.calls[0][0]
-    assert argv[argv.index("-constraint") + 1] == key_constraint([asked])
+    assert listing(conn.calls[0][0])[0] == key_constraint([asked])
     assert set(result) == {asked}
 
 
@@ -481,6 +491,106 @@ def test_lookup_fails_when_the_pool_cannot_be_asked(tmp_path: Path, failing: str
     """The guard must not take a stale guard over (and submit again) on a failed lookup."""
     programs = {"condor_q": "exit 0", "condor_history": "exit 0", failing: "exit 1"}
     assert _lookup(tmp_path, **programs).returncode != 0
+
+
+QUEUED = recorded("htcondor", "condor_q-analysis-23.9.6.txt").partition(
+    "hpcbridge: analysis\n")[0]
+"""condor_q -json of jobs the negotiator passed over (recorded)."""
+SLOTS_LONG = recorded("htcondor", "condor_status-long-busy-23.9.6.txt")
+
+
+def _queue(tmp_path: Path, jobs: str = QUEUED, **programs: str) -> tuple[
+        subprocess.CompletedProcess[str], Path]:
+    """QUEUE_PROGRAM against stand-ins: condor_q prints ``jobs`` for -json, autoclusters for
+    -af, and for -better-analyze its arguments and the slot ads it read; condor_status prints
+    the recorded busy slot. Each records its arguments in ``calls``."""
+    calls, shown = tmp_path / "calls", tmp_path / "jobs.json"
+    shown.write_text(jobs)
+    (tmp_path / "slots").write_text(SLOTS_LONG)
+    stands = {
+        "condor_q": f'''echo "condor_q $*" >> {calls}
+case " $* " in
+*" -json "*) cat {shown} ;;
+*" -af "*) printf '64 101 0\\n65 100 0\\n64 101 1\\nundefined 7 0\\n66 1;x 0\\n' ;;
+*" -better-analyze "*) echo "analysed $*"; cat "$3" > {tmp_path / "read"} ;;
+esac''',
+        "condor_status": f'echo "condor_status $*" >> {calls}; cat {tmp_path / "slots"}',
+        **programs,
+    }
+    env = stand_ins(tmp_path, home=tmp_path, **stands)
+    result = subprocess.run(queue("Owner == \"me\""), env=env, capture_output=True, text=True,
+                            check=False)
+    return result, calls
+
+
+def test_the_queue_program_analyses_one_job_of_each_autocluster_passed_over(
+    tmp_path: Path
+) -> None:
+    result, calls = _queue(tmp_path)
+    assert result.returncode == 0, result.stderr
+    jobs, marker, analysis = result.stdout.partition("\nhpcbridge: analysis\n")
+    assert (jobs, marker) == (QUEUED.rstrip("\n"), "\nhpcbridge: analysis\n")
+    assert analysis == "analysed -better-analyze -slotads /dev/stdin 101.0 100.0 7.0\n"
+    ran = calls.read_text().splitlines()
+    assert ran[:2] == [
+        f'condor_q -constraint Owner == "me" -json -attributes {",".join(ATTRIBUTES)}',
+        'condor_q -constraint (Owner == "me") && JobStatus == 1 && (NumJobMatches =?= undefined '
+        "|| NumJobMatches == 0) && LastRejMatchReason isnt undefined -af AutoClusterId "
+        "ClusterId ProcId",
+    ]
+    assert sorted(ran[2:]) == [  # one pipeline
+        "condor_q -better-analyze -slotads /dev/stdin 101.0 100.0 7.0",
+        'condor_status -long -constraint SlotType =!= "Dynamic"',
+    ]
+
+
+def test_the_queue_program_offers_each_slot_with_its_totals(tmp_path: Path) -> None:
+    """A partitionable slot with 3 of its 4 CPUs free is analysed with all 4 (and all of its
+    memory, disk and GPUs); every other attribute is kept."""
+    _queue(tmp_path)
+    offered = (tmp_path / "read").read_text().splitlines()
+    assert len(offered) == len(SLOTS_LONG.splitlines())
+    changed = set(offered) - set(SLOTS_LONG.splitlines())
+    assert changed == {"Cpus = TotalSlotCpus", "Memory = TotalSlotMemory",
+                       "Disk = TotalSlotDisk", "GPUs = TotalSlotGPUs"}
+    assert "Cpus = 3" in SLOTS_LONG.splitlines() and "TotalSlotCpus = 4" in offered
+
+
+def test_the_queue_program_analyses_nothing_when_no_job_was_passed_over(
+    tmp_path: Path
+) -> None:
+    running = json.dumps([{"ClusterId": 99, "ProcId": 0, "JobStatus": 2}])
+    result, calls = _queue(tmp_path, running)
+    assert (result.returncode, result.stdout) == (0, running + "\n")
+    assert len(calls.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        pytest.param({"condor_status": "echo 'Failed to connect to collector' >&2; exit 1"},
+                     id="condor_status"),
+        pytest.param({"awk": "exit 2"}, id="awk"),
+    ],
+)
+def test_an_analysis_that_fails_leaves_the_queue_listing(
+    tmp_path: Path, failing: dict[str, str]
+) -> None:
+    result, _ = _queue(tmp_path, **failing)
+    assert result.returncode == 0
+    assert result.stdout.startswith(QUEUED.rstrip("\n"))
+    assert {to_task(r).reason for _, r in parse_ads(result.stdout)} <= {Reason.NONE}
+
+
+def test_a_failing_condor_q_fails_the_queue_program(tmp_path: Path) -> None:
+    result, calls = _queue(tmp_path, condor_q=f'echo "condor_q $*" >> {tmp_path / "calls"}; '
+                                             "echo 'CEDAR:6001' >&2; exit 1")
+    assert result.returncode == 1 and result.stdout == ""
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def test_the_queue_program_is_plain_sh() -> None:
+    assert subprocess.run(["sh", "-n", "-c", QUEUE_PROGRAM], check=False).returncode == 0
 
 
 def _guarded_submit(tmp_path: Path, condor_submit: str) -> tuple[str, Path]:

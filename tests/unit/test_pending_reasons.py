@@ -151,32 +151,90 @@ def test_scheduler_reason_round_trips_and_hostile_ones_are_dropped() -> None:
     assert escaped["schedulerReason"] == "a\\x1bb"
 
 
-CONDOR = "condor_q-idle-slots-23.9.6.txt"
+CONDOR = "condor_q-analysis-23.9.6.txt"
+JOBS = {
+    # QUEUE_PROGRAM's output recorded on each version, and the cluster ids its jobs got there.
+    "condor_q-analysis-23.9.6.txt": {"blocker": 99, "behind": 100, "memory": 101, "cpus": 102,
+                                     "arm": 103},
+    "condor_q-analysis-25.14.1.txt": {"blocker": 2, "behind": 3, "memory": 4, "cpus": 5,
+                                      "arm": 6},
+}
+VERSIONS = pytest.mark.parametrize("recording", list(JOBS))
 
 
-def test_htcondor_idle_beyond_every_slot_is_unschedulable() -> None:
-    tasks = {t.task_id: t for t in (condor_task(r) for _, r in parse_ads(recorded("htcondor",
-                                                                                   CONDOR)))}
-    beyond = tasks["121.0"]
-    assert (beyond.outcome, beyond.reason, beyond.scheduler_reason) == (
+def condor_tasks(text: str) -> dict[str, TaskState]:
+    return {t.task_id: t for t in (condor_task(r) for _, r in parse_ads(text))}
+
+
+def recorded_jobs(recording: str) -> dict[str, TaskState]:
+    """The tasks of a recording, by job (``memory.1`` is proc 1 of the job ``memory``)."""
+    tasks = condor_tasks(recorded("htcondor", recording))
+    return {f"{job}.{proc}" if proc else job: tasks[f"{cluster}.{proc}"]
+            for job, cluster in JOBS[recording].items() for proc in (0, 1)
+            if f"{cluster}.{proc}" in tasks}
+
+
+@VERSIONS
+def test_htcondor_requirements_no_machine_meets_are_unschedulable(recording: str) -> None:
+    tasks = recorded_jobs(recording)
+    memory = tasks["memory"]
+    assert (memory.outcome, memory.reason, memory.scheduler_reason) == (
         Outcome.PENDING, Reason.UNSCHEDULABLE, "no match found")
-    assert beyond.message.startswith(
-        "HTCondor will not start it as submitted: no machine of the pool has 64 CPUs in total")
-    # Requirements beyond the requests are not judged: ordinary queueing, said in words.
-    within = tasks["120.0"]
-    assert (within.reason, within.message) == (
+    assert memory.message == (
+        "HTCondor will not start it as submitted: no machine of the pool meets its requirement "
+        "Memory > 100000000, even with all of its resources free; change what it asks for "
+        "(spec.resources, spec.htcondor.submitOptions) (no match found)")
+    # Its sibling of the same autocluster was not analysed, nor passed over itself.
+    assert (tasks["memory.1"].reason, tasks["memory.1"].message) == (Reason.UNSCHEDULABLE,
+                                                                     memory.message)
+    assert tasks["cpus"].message.startswith(
+        "HTCondor will not start it as submitted: no machine of the pool meets its requirement "
+        "TARGET.Cpus >= RequestCpus (RequestCpus = 64), even")
+    assert tasks["arm"].message.startswith(
+        "HTCondor will not start it as submitted: no machine of the pool meets its requirements "
+        'TARGET.Arch == "ARM" and TARGET.Memory >= RequestMemory '
+        "(RequestMemory = 200000000 (mb)), even")
+
+
+@VERSIONS
+def test_htcondor_idle_behind_others_is_ordinary_queueing(recording: str) -> None:
+    """4 CPUs asked of a partitionable slot with 3 free: its totals meet the Requirements."""
+    tasks = recorded_jobs(recording)
+    assert (tasks["behind"].reason, tasks["behind"].message) == (
         Reason.NONE, "HTCondor queues it until a machine that matches is free (no match found)")
+    assert tasks["blocker"].outcome is Outcome.RUNNING
 
 
-def test_htcondor_without_the_slots_judges_nothing() -> None:
-    queue_only = recorded("htcondor", CONDOR).partition("hpcbridge: slots")[0]
-    assert {condor_task(r).reason for _, r in parse_ads(queue_only)} == {Reason.NONE}
+@VERSIONS
+def test_htcondor_without_the_analysis_judges_nothing(recording: str) -> None:
+    queue_only = recorded("htcondor", recording).partition("hpcbridge: analysis")[0]
+    assert {t.reason for t in condor_tasks(queue_only).values()} == {Reason.NONE}
 
 
-def test_htcondor_slots_that_do_not_parse_judge_nothing() -> None:
-    broken = recorded("htcondor", CONDOR).partition("hpcbridge: slots")[0] + (
-        "\nhpcbridge: slots\nError: no collector\n")
-    assert {condor_task(r).reason for _, r in parse_ads(broken)} == {Reason.NONE}
+@pytest.mark.parametrize("cut", ["Of 1 machines,", "      1 are rejected by your job's"])
+def test_htcondor_an_analysis_without_its_summary_judges_nothing(cut: str) -> None:
+    text = recorded("htcondor", CONDOR)
+    block = text.index("The Requirements expression for job 101.000 is")
+    broken = text[:block] + text[block:].replace(cut, "", 1)
+    assert condor_tasks(broken)["101.0"].reason is Reason.NONE
+    assert condor_tasks(broken)["102.0"].reason is Reason.UNSCHEDULABLE
+
+
+def test_htcondor_requirements_no_machine_meets_together() -> None:
+    """Every clause is met by some machine, never all of them by one."""
+    text = recorded("htcondor", CONDOR).replace(
+        "[0]           0  Memory > 100000000", "[0]           1  Memory > 100000000")
+    message = condor_tasks(text)["101.0"].message
+    assert message.startswith(
+        "HTCondor will not start it as submitted: no machine of the pool meets all of its "
+        "requirements together, even with all of its resources free;"), message
+
+
+def test_htcondor_a_long_clause_is_cut() -> None:
+    clause = "Memory > 1" + "0" * 300
+    text = recorded("htcondor", CONDOR).replace("Memory > 100000000", clause)
+    message = condor_tasks(text)["101.0"].message
+    assert f"its requirement {clause[:197]}..., even" in message
 
 
 @pytest.mark.parametrize(
@@ -196,8 +254,8 @@ def test_htcondor_rejections(rejected: str, reason: Reason) -> None:
 
 
 def test_htcondor_a_job_that_matched_before_is_not_judged() -> None:
-    ad = ('[{"ClusterId": 5, "ProcId": 0, "JobStatus": 1, "NumJobMatches": 2, '
-          '"LastRejMatchReason": "no match found", "RequestCpus": 64}]\n'
-          'hpcbridge: slots\n[{"TotalSlotCpus": 4, "TotalSlotMemory": 100, "Cpus": 1}]\n')
-    [(_, record)] = parse_ads(ad)
-    assert condor_task(record).reason is Reason.NONE
+    analysed = recorded("htcondor", CONDOR).partition("hpcbridge: analysis\n")[2]
+    ad = {"ClusterId": 101, "ProcId": 0, "JobStatus": 1, "NumJobMatches": 2,
+          "LastRejMatchReason": "no match found", "AutoClusterId": 64}
+    [(_, record)] = parse_ads(f"{json.dumps([ad])}\nhpcbridge: analysis\n{analysed}")
+    assert record.unmet is not None and condor_task(record).reason is Reason.NONE

@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Sequence
 
 from hooks.schedulers.htcondor.description import KEY_ATTRIBUTE, classad_string
-from hooks.schedulers.htcondor.parse import ATTRIBUTES, SLOT_ATTRIBUTES, SLOTS
+from hooks.schedulers.htcondor.parse import ANALYSIS, ATTRIBUTES
 
 SUBMIT_PROGRAM = r"""
 chmod 700 script || exit
@@ -38,26 +38,54 @@ KEY_CHUNK = 400
 """Keys per condor_q/condor_history constraint: about 16 KB of command line at most."""
 OURS = f"{KEY_ATTRIBUTE} isnt undefined"
 """Every job of ours in the queue: one condor_q answers for any number of attempts."""
-
-
-QUEUE_PROGRAM = (
-    'q=$(condor_q "$@") || exit; printf "%s\\n" "$q"; '
-    f"case $q in *'\"LastRejMatchReason\"'*) echo {shlex.quote(SLOTS)}; "
-    f"condor_status -json -attributes {','.join(SLOT_ATTRIBUTES)} || true;; esac"
+NOT_DYNAMIC = 'SlotType =!= "Dynamic"'
+"""The slots that stand for whole machines: a dynamic slot is part of its partitionable slot."""
+PASSED_OVER = ("JobStatus == 1 && (NumJobMatches =?= undefined || NumJobMatches == 0) "
+               "&& LastRejMatchReason isnt undefined")
+"""An idle job the negotiator passed over and never matched."""
+ONE_EACH = ('$2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ && ($1 == "undefined" || !seen[$1]++) '
+            '{ print $2 "." $3 }')
+"""awk over ``AutoClusterId ClusterId ProcId``: the id of one job of each autocluster (jobs of an
+autocluster match the same machines), only ever digits and a dot."""
+TOTALS = (
+    'function flush(i) { for (i = 1; i <= n; i++) '
+    'print ((("totalslot" tolower(name[i])) in has) ? name[i] " = TotalSlot" name[i] : line[i]); '
+    'n = 0; split("", has) } '
+    'NF == 0 { flush(); print; next } '
+    '{ line[++n] = $0; name[n] = $1; has[tolower($1)] = 1 } '
+    'END { flush() }'
 )
-"""Shell: condor_q with its arguments; when a job it lists was passed over by the negotiator
-(it has a ``LastRejMatchReason``), the pool's slots follow, after a line ``SLOTS``, in the same
-command: whether any of them could ever run the job tells ``Unschedulable`` from queueing. A
-pool whose slots cannot be listed leaves every idle job ordinary queueing."""
+"""awk over ``condor_status -long``: each resource of a slot that has a total (``Cpus`` beside
+``TotalSlotCpus``; ``Memory``, ``Disk``, ``GPUs``...) becomes its total, as HTCondor's own
+analysis simulates a drained partitionable slot: a machine whose dynamic slots are busy still
+offers what it has in all."""
+QUEUE_PROGRAM = (
+    'q=$(condor_q -constraint "$1" -json -attributes "$2") || exit; printf "%s\\n" "$q"; '
+    "case $q in *'\"LastRejMatchReason\"'*) "
+    f'ids=$(condor_q -constraint "($1) && "{shlex.quote(PASSED_OVER)} '
+    f"-af AutoClusterId ClusterId ProcId | awk {shlex.quote(ONE_EACH)}); "
+    f'[ -z "$ids" ] || {{ echo {shlex.quote(ANALYSIS)}; '
+    f"condor_status -long -constraint {shlex.quote(NOT_DYNAMIC)} | awk {shlex.quote(TOTALS)} | "
+    "condor_q -better-analyze -slotads /dev/stdin $ids || true; }; esac"
+)
+"""Shell: condor_q of the jobs matching ``$1``, as JSON with the attributes ``$2``. When a job
+it lists was passed over by the negotiator, HTCondor's matchmaking analysis of one such job per
+autocluster follows, after a line ``ANALYSIS``, in the same command: its whole Requirements
+judged against every machine of the pool with all of the machine's resources free (the
+partitionable and static slots, ``TOTALS``), which tells ``Unschedulable`` from queueing and
+names the clauses no machine meets. A pool whose slots or analysis cannot be had leaves every
+idle job ordinary queueing."""
 
 
-def ads(tool: str, constraint: str, extra: Sequence[str]) -> list[str]:
-    """condor_q or condor_history of the matching jobs, as JSON with the attributes we read
-    (condor_q with the pool's slots, ``QUEUE_PROGRAM``)."""
-    argv = ["-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
-    if tool == "condor_q":
-        return ["sh", "-c", QUEUE_PROGRAM, tool, *argv]
-    return [tool, *argv]
+def ads(tool: str, constraint: str, extra: Sequence[str] = ()) -> list[str]:
+    """condor_q or condor_history of the matching jobs, as JSON with the attributes we read."""
+    return [tool, "-constraint", constraint, *extra, "-json", "-attributes", ",".join(ATTRIBUTES)]
+
+
+def queue(constraint: str) -> list[str]:
+    """condor_q of the matching jobs, as ``ads``, and the analysis of those the negotiator
+    passed over (``QUEUE_PROGRAM``)."""
+    return ["sh", "-c", QUEUE_PROGRAM, "condor_q", constraint, ",".join(ATTRIBUTES)]
 
 
 def lookup(key: str) -> str:

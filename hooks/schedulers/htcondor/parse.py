@@ -23,30 +23,39 @@ from hooks.schedulers.htcondor.states import CondorRecord
 ATTRIBUTES = (
     "ClusterId", "ProcId", "JobStatus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
     "RemoveReason", "QDate", "JobCurrentStartDate", "CompletionDate", "EnteredCurrentStatus",
-    "NumJobMatches", "LastRejMatchReason", "RequestCpus", "RequestMemory", "RequestGPUs",
+    "NumJobMatches", "LastRejMatchReason", "AutoClusterId", "RequestCpus", "RequestMemory",
     "RemoteWallClockTime", "RemoteUserCpu", "RemoteSysCpu", "ResidentSetSize",
     "LastRemoteHost", "CpusProvisioned", KEY_ATTRIBUTE,
 )
-SLOTS = "hpcbridge: slots"
-"""The line between condor_q's job ads and the pool's slots (``commands.QUEUE_PROGRAM``)."""
-SLOT_ATTRIBUTES = ("SlotType", "TotalSlotCpus", "TotalSlotMemory", "TotalSlotGPUs", "Cpus",
-                   "Memory", "GPUs")
+ANALYSIS = "hpcbridge: analysis"
+"""The line between condor_q's job ads and HTCondor's analysis of the jobs passed over
+(``commands.QUEUE_PROGRAM``)."""
 HISTORY_LIMIT_UNKNOWN = 10000
 """History ads to look for when an attempt's proc count is unknown (``queue`` is at most this)."""
 
 
 def parse_ads(text: str) -> list[tuple[str, CondorRecord]]:
     """``-json`` output as (HpcbridgeKey, record) pairs; ads without ClusterId, ProcId or an
-    integer JobStatus are skipped. condor_q's output may end with the pool's slots, after a
-    line ``SLOTS``."""
-    text, marked, slot_text = text.partition(f"\n{SLOTS}\n")
-    slots = _slots(slot_text) if marked else None
+    integer JobStatus are skipped. condor_q's output may end with HTCondor's analysis of one
+    job of each autocluster the negotiator passed over, after a line ``ANALYSIS``: what it
+    finds no machine meets holds for every job of that autocluster."""
+    text, _, analysed = text.partition(f"\n{ANALYSIS}\n")
+    unmet = waiting.analysis(analysed)
+    ads = [ad for ad in _json_list(text, "job ads") if isinstance(ad, dict)]
+    by_autocluster = {_int(ad.get("AutoClusterId")): unmet[_job(ad)]
+                      for ad in ads if _job(ad) in unmet}
+    by_autocluster.pop(None, None)
     found = []
-    for ad in _json_list(text, "job ads"):
-        record = _record(ad, slots) if isinstance(ad, dict) else None
+    for ad in ads:
+        record = _record(ad, unmet.get(_job(ad))
+                         or by_autocluster.get(_int(ad.get("AutoClusterId"))))
         if record is not None:
             found.append((_text(ad.get(KEY_ATTRIBUTE)), record))
     return found
+
+
+def _job(ad: Mapping[str, Any]) -> str:
+    return f"{_int(ad.get('ClusterId'))}.{_int(ad.get('ProcId'))}"
 
 
 def _json_list(text: str, what: str) -> list[Any]:
@@ -61,17 +70,7 @@ def _json_list(text: str, what: str) -> list[Any]:
     return items
 
 
-def _slots(text: str) -> list[waiting.Slot] | None:
-    """The pool's slots; None when they could not be listed (the judgment is then left out)."""
-    try:
-        ads = _json_list(text, "slots")
-    except SchedulerError:
-        return None
-    found = [waiting.slot(ad) for ad in ads if isinstance(ad, dict)]
-    return [s for s in found if s is not None] or None
-
-
-def _record(ad: Mapping[str, Any], slots: list[waiting.Slot] | None) -> CondorRecord | None:
+def _record(ad: Mapping[str, Any], unmet: waiting.Unmet | None) -> CondorRecord | None:
     cluster, proc, status = _int(ad.get("ClusterId")), _int(ad.get("ProcId")), _int(
         ad.get("JobStatus"))
     if cluster is None or proc is None or status is None:
@@ -79,7 +78,6 @@ def _record(ad: Mapping[str, Any], slots: list[waiting.Slot] | None) -> CondorRe
     end = _int(ad.get("CompletionDate")) or None
     if end is None and status in (3, 4):
         end = _int(ad.get("EnteredCurrentStatus"))
-    asked = waiting.requests(ad)
     return CondorRecord(
         cluster=cluster,
         proc=proc,
@@ -94,9 +92,8 @@ def _record(ad: Mapping[str, Any], slots: list[waiting.Slot] | None) -> CondorRe
         end_time=end,
         matches=_int(ad.get("NumJobMatches")) or 0,
         rejected=_text(ad.get("LastRejMatchReason")).strip(),
-        requests=asked,
-        fits_pool=waiting.fits(asked, slots) if slots is not None else None,
-        usage=waiting.usage(ad, asked) if status in (3, 4) else None,
+        unmet=unmet,
+        usage=waiting.usage(ad, waiting.requests(ad)) if status in (3, 4) else None,
     )
 
 

@@ -6,8 +6,11 @@ id alone, so a cluster whose id never reached the status is still found. ``condo
 truth while a proc is in the queue; a completed proc leaves it at once (unless
 ``leave_in_queue``, which is reserved) and only ``condor_history`` knows how it ended, so each
 query is one ``condor_q`` for all attempts, then one ``condor_history`` for the attempts with
-procs not active in the queue, stopped by ``-limit`` once it has found them. JobStatus is
-authoritative, ExitCode is not (``states``).
+procs not active in the queue, stopped by ``-limit`` once it has found them. The query's
+``condor_q`` is a remote program that also runs HTCondor's matchmaking analysis of the jobs the
+negotiator passed over, in the same command (``commands.QUEUE_PROGRAM``); ``active_jobs``
+needs no analysis and runs condor_q alone. JobStatus is authoritative, ExitCode is not
+(``states``).
 """
 
 from __future__ import annotations
@@ -77,26 +80,27 @@ class HTCondorRemote(OverSSH):
     ) -> Mapping[str, Sequence[TaskState]]:
         by_key: dict[str, dict[str, CondorRecord]] = {ref.key: {} for ref in refs}
         if whole_queue:
-            queue = _ads(conn, "condor_q", commands.OURS, (), deadline)
+            queue = _ads(conn, "condor_q", commands.queue(commands.OURS), deadline)
             parse.collect(by_key, refs, queue, adopt=True)
         else:
             for chunk in chunks([ref.key for ref in refs], commands.KEY_CHUNK):
-                ads = _ads(conn, "condor_q", commands.key_constraint(chunk), (), deadline)
+                constraint = commands.key_constraint(chunk)
+                ads = _ads(conn, "condor_q", commands.queue(constraint), deadline)
                 parse.collect(by_key, refs, ads)
         wanted = {ref.key: parse.missing(ref, by_key[ref.key]) for ref in refs if ref.job_id}
         wanted = {key: count for key, count in wanted.items() if count}
         for chunk in chunks(sorted(wanted), commands.KEY_CHUNK):
             limit = str(sum(wanted[key] for key in chunk))
-            ads = _ads(conn, "condor_history", commands.key_constraint(chunk),
-                       ("-limit", limit), deadline)
+            argv = commands.ads("condor_history", commands.key_constraint(chunk), ("-limit", limit))
+            ads = _ads(conn, "condor_history", argv, deadline)
             parse.collect(by_key, refs, ads, history=True)
         expected = {ref.key: ref.expected_tasks for ref in refs}
         return {key: parse.tasks(expected.get(key, ()), records)
                 for key, records in by_key.items()}
 
     def active_jobs(self, conn: Remote, uid: str, *, deadline: Deadline) -> Sequence[str]:
-        records = parse.parse_ads(
-            _ads(conn, "condor_q", commands.batchjob_constraint(uid), (), deadline))
+        argv = commands.ads("condor_q", commands.batchjob_constraint(uid))
+        records = parse.parse_ads(_ads(conn, "condor_q", argv, deadline))
         return sorted(
             {str(r.cluster) for _, r in records if states.to_task(r).outcome.is_active},
             key=int,
@@ -146,10 +150,8 @@ def _only(result: Completed, lines: re.Pattern[str]) -> bool:
     return any(printed) and all(lines.match(line) for line in printed if line)
 
 
-def _ads(
-    conn: Remote, tool: str, constraint: str, extra: Sequence[str], deadline: Deadline
-) -> str:
-    result = conn.run(commands.ads(tool, constraint, extra), deadline=deadline)
+def _ads(conn: Remote, tool: str, argv: Sequence[str], deadline: Deadline) -> str:
+    result = conn.run(argv, deadline=deadline)
     if result.exit_status != 0:
         raise SchedulerError(f"{tool} failed: {_last_line(result) or result.exit_status}")
     return result.out

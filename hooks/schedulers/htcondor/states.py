@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hooks.core.values.phases import Outcome, TaskState, TaskUsage
 from hooks.core.values.reasons import Reason
 from hooks.schedulers.htcondor import waiting
 from hooks.schedulers.htcondor.rules import USER_PERIODIC_REMOVE
-from hooks.schedulers.htcondor.waiting import Requests
+from hooks.schedulers.htcondor.waiting import Unmet
 
 STATES: dict[int, tuple[Outcome, Reason]] = {
     1: (Outcome.PENDING, Reason.NONE),  # Idle
@@ -55,9 +55,9 @@ class CondorRecord:
     """``NumJobMatches``: how often the negotiator matched the job."""
     rejected: str = ""
     """``LastRejMatchReason``: why the negotiator last passed the job over."""
-    requests: Requests = field(default_factory=Requests)
-    fits_pool: bool | None = None
-    """Whether some slot of the pool could ever run the job; None when not judged."""
+    unmet: Unmet | None = None
+    """The requirements of an idle job that no machine of the pool meets, even with all of its
+    resources free; None when some machine does, or when not judged."""
     usage: TaskUsage | None = None
     """What the proc used, once it left the queue (``waiting.usage``)."""
 
@@ -68,7 +68,7 @@ def to_task(record: CondorRecord) -> TaskState:
     message = ""
     exit_code = None
     if record.job_status == 1 and not record.matches:
-        reason, message = waiting.describe(record.rejected, record.fits_pool, record.requests)
+        reason, message = waiting.describe(record.rejected, record.unmet)
     elif reason is Reason.UNKNOWN_STATE:
         message = f"HTCondor reports the unknown JobStatus {record.job_status}"
     elif reason is Reason.HELD:
