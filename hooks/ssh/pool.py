@@ -37,7 +37,7 @@ from hooks.metrics import Metrics
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Remote, Target
 from hooks.ssh.login import connect_leg, jump_target
-from hooks.ssh.slots import Failed, HopSlot, PooledConnection, Slot
+from hooks.ssh.slots import Failed, HopSlot, PooledConnection, TargetSlot
 
 Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | None], Connection]
 """Opens one leg of a route: ``(target, credentials, deadline, via, toward)`` as
@@ -94,7 +94,7 @@ class Pool:
         self.max_connections = max_connections
         self._metrics = metrics
         self._connector = connector
-        self._slots: dict[str, Slot] = {}
+        self._slots: dict[str, TargetSlot] = {}
         self._hops: dict[str, HopSlot] = {}
         self._unreachable: dict[Address, Failed] = {}
         """By host, port and route (its jump hosts' keys): the last pre-login failure, for
@@ -110,7 +110,7 @@ class Pool:
         route = route_keys(target)
         with self._lock:
             evicted = self._make_room() if key not in self._slots else {}
-            slot = self._slots.setdefault(key, Slot())
+            slot = self._slots.setdefault(key, TargetSlot())
             slot.used, slot.route = time.monotonic(), route
             slot.users += 1
             hops = self._unrouted_hops()
@@ -122,7 +122,7 @@ class Pool:
                 slot.users -= 1
 
     def _opened(
-        self, slot: Slot, target: Target, credentials: Credentials, key: str,
+        self, slot: TargetSlot, target: Target, credentials: Credentials, key: str,
         deadline: Deadline,
     ) -> Iterator[PooledConnection]:
         if not slot.lock.acquire(timeout=deadline.left()):
@@ -143,7 +143,7 @@ class Pool:
                 self._drop(slot, pooled)
             raise
 
-    def _make_room(self) -> dict[str, Slot]:
+    def _make_room(self) -> dict[str, TargetSlot]:
         """Under the lock, with the pool full: the least recently used slot no call holds,
         taken out of the pool (none when every slot is held)."""
         if len(self._slots) < self.max_connections:
@@ -163,7 +163,7 @@ class Pool:
             del self._hops[key]
         return unused
 
-    def _close(self, slots: dict[str, Slot], hops: dict[str, HopSlot]) -> None:
+    def _close(self, slots: dict[str, TargetSlot], hops: dict[str, HopSlot]) -> None:
         """Close the connections of slots taken out of the pool; forget the clusters no
         connection is left to."""
         with self._lock:
@@ -178,7 +178,7 @@ class Pool:
                 hop_slot.hop.close()
 
     def _reopen(
-        self, slot: Slot, target: Target, credentials: Credentials, key: str,
+        self, slot: TargetSlot, target: Target, credentials: Credentials, key: str,
         deadline: Deadline,
     ) -> PooledConnection:
         """A new connection, or the failure of the last attempt while it is recent."""
@@ -255,7 +255,7 @@ class Pool:
         login.failure = None
         return conn
 
-    def _drop(self, slot: Slot, pooled: PooledConnection) -> None:
+    def _drop(self, slot: TargetSlot, pooled: PooledConnection) -> None:
         with slot.lock:
             if slot.pooled is pooled:
                 slot.pooled = None

@@ -76,8 +76,9 @@ class Failed:
 
 
 @dataclass
-class Slot(Failed):
-    """One key's single-flight connect, its connection, and its login's last failure."""
+class TargetSlot(Failed):
+    """A target's single-flight connect (one per pool key), its connection, and its login's
+    last failure."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     used: float = 0.0

@@ -5,6 +5,7 @@ failed task's reason; else any cancelled -> Cancelled; else Succeeded."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -16,8 +17,20 @@ P, R, S, F, C, U = (Outcome.PENDING, Outcome.RUNNING, Outcome.SUCCEEDED, Outcome
                     Outcome.CANCELLED, Outcome.UNKNOWN)
 
 
-def task(task_id: str, outcome: Outcome, reason: Reason = Reason.NONE, **kw: object) -> TaskState:
-    return TaskState(task_id, outcome, reason, **kw)  # type: ignore[arg-type]
+class TaskFields(TypedDict, total=False):
+    """The fields of a ``TaskState`` the tests set beyond its id, outcome and reason."""
+
+    message: str
+    exit_code: int | None
+    submit_time: str | None
+    start_time: str | None
+    end_time: str | None
+
+
+def task(
+    task_id: str, outcome: Outcome, reason: Reason = Reason.NONE, **fields: Unpack[TaskFields]
+) -> TaskState:
+    return TaskState(task_id, outcome, reason, **fields)
 
 
 def array(*outcomes: Outcome | tuple[Outcome, Reason]) -> list[TaskState]:

@@ -4,6 +4,7 @@ leads to (BatchJob API, "Life of a BatchJob" and the reasons table)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -21,10 +22,27 @@ CLUSTER = ClusterRef("login.hpc.example.org", 22, "hpc-login", False)
 NOW = "2026-11-22T10:00:02Z"
 
 
-def status(phase: Phase, reason: Reason = Reason.NONE, **fields: object) -> Status:
-    defaults: dict[str, object] = {"attempt": 1, "attempt_generation": 1, "job_ids": ("4242",),
-                                   "backend": "slurm", "reachable": True}
-    return Status(phase=phase, reason=reason, **{**defaults, **fields})  # type: ignore[arg-type]
+class StatusFields(TypedDict, total=False):
+    """The fields of a ``Status`` the tests set beyond its phase and reason."""
+
+    job_ids: tuple[str, ...]
+    attempt: int
+    retries: int
+    active: int
+    failed: int
+    exit_code: int | None
+    message: str
+    scheduler_reason: str
+    submit_time: str | None
+    start_time: str | None
+    completion_time: str | None
+
+
+def status(phase: Phase, reason: Reason = Reason.NONE, **fields: Unpack[StatusFields]) -> Status:
+    """Attempt 1 of generation 1, SLURM job 4242 on a reachable cluster, then ``fields``."""
+    submitted = Status(phase=phase, reason=reason, attempt=1, attempt_generation=1,
+                       job_ids=("4242",), backend="slurm", reachable=True)
+    return replace(submitted, **fields)
 
 
 @pytest.mark.parametrize(

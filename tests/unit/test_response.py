@@ -11,6 +11,7 @@ from hooks.core.status.record import Status
 from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import Reason
 from hooks.core.wire import response
+from hooks.core.wire.request import Shape
 from hooks.core.wire.response import (
     MAX_BACKOFF,
     MAX_POLL,
@@ -29,7 +30,7 @@ UNREACHABLE = Status(phase=Phase.RUNNING, reason=Reason.CLUSTER_UNREACHABLE, job
                      attempt=1, reachable=False, reachability_reason="ClusterUnreachable")
 
 
-def since(seconds: float, *kinds: str, status: str = "True") -> dict[str, object]:
+def since(seconds: float, *kinds: str, status: str = "True") -> dict[str, list[dict[str, str]]]:
     """A previous status whose conditions ``kinds`` last flipped ``seconds`` before NOW."""
     stamp = response.format_time(NOW - datetime.timedelta(seconds=seconds))
     return {"conditions": [{"type": kind, "status": status, "lastTransitionTime": stamp}
@@ -119,7 +120,7 @@ def test_a_fresh_transition_polls_fast_again() -> None:
     uid = UIDS[0]
     quiet = resync_after(ACTIVE, previous=since(3600, "Submitted", "Running"), uid=uid, now=NOW)
     previous = since(3600, "Submitted")
-    previous["conditions"] += since(1, "Running")["conditions"]  # type: ignore[operator]
+    previous["conditions"] += since(1, "Running")["conditions"]
     fresh = resync_after(ACTIVE, previous=previous, uid=uid, now=NOW)
     assert fresh < quiet
 
@@ -168,9 +169,8 @@ def test_same_inputs_same_answer() -> None:
     [pytest.param("composite", "children", id="composite"),
      pytest.param("decorator", "attachments", id="decorator")],
 )
-def test_envelope(shape: str, key: str) -> None:
-    body = envelope(shape, status={"phase": "Running"}, children=[{"kind": "Pod"}],  # type: ignore[arg-type]
-                    resync=5.5)
+def test_envelope(shape: Shape, key: str) -> None:
+    body = envelope(shape, status={"phase": "Running"}, children=[{"kind": "Pod"}], resync=5.5)
     assert body == {"status": {"phase": "Running"}, key: [{"kind": "Pod"}],
                     "resyncAfterSeconds": 5.5}
 

@@ -18,9 +18,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import paramiko
 import pytest
+from paramiko.common import (
+    AUTH_FAILED,
+    AUTH_SUCCESSFUL,
+    OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
+    OPEN_SUCCEEDED,
+)
 
 from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
@@ -155,20 +162,19 @@ class Server(paramiko.ServerInterface):
 
     def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
         ok = username == self.user and key.asbytes() == self.key.asbytes()
-        return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
+        return AUTH_SUCCESSFUL if ok else AUTH_FAILED
 
     def check_channel_request(self, kind: str, chanid: int) -> int:
-        return paramiko.OPEN_SUCCEEDED if kind == "session" else \
-            paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        return OPEN_SUCCEEDED if kind == "session" else OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
     def check_channel_direct_tcpip_request(
         self, chanid: int, origin: tuple[str, int], destination: tuple[str, int]
     ) -> int:
         if not self.forwards:
-            return paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+            return OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
         self.tunnels.append(destination)
         self._destinations[chanid] = destination
-        return paramiko.OPEN_SUCCEEDED
+        return OPEN_SUCCEEDED
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
         def answer() -> None:
@@ -367,6 +373,8 @@ def test_a_certificate_is_never_read_as_a_file_name(tmp_path: Path, certified: P
 
 def test_a_connection_is_dead_when_its_jump_hosts_is() -> None:
     class Transport:
+        """The part of a ``paramiko.Transport`` that a connection's liveness and closing use."""
+
         active = True
 
         def is_active(self) -> bool:
@@ -375,8 +383,8 @@ def test_a_connection_is_dead_when_its_jump_hosts_is() -> None:
         def close(self) -> None:
             self.active = False
 
-    hop = Connection(Transport(), Target("bastion", 22))  # type: ignore[arg-type]
-    conn = Connection(Transport(), Target("login", 22), via=hop)  # type: ignore[arg-type]
+    hop = Connection(cast(paramiko.Transport, Transport()), Target("bastion", 22))
+    conn = Connection(cast(paramiko.Transport, Transport()), Target("login", 22), via=hop)
     assert conn.alive
     hop.close()
     assert not conn.alive

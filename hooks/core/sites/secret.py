@@ -56,32 +56,11 @@ def parse_secret(
 
     With ``now``, an ``ssh-certificate`` that is expired or not valid yet is refused.
     """
-    raw = secret.get("data") or {}
-    if not isinstance(raw, dict):
-        raise SecretError("the Secret has no data.")
-    values = {key: _decode(key, value) for key, value in raw.items()}
-    username = (values.get("username") or "").strip()
-    if not username:
-        raise SecretError("the Secret has no 'username' key.")
-    key = values.get("ssh-privatekey") or None
-    password = values.get("password") or None
-    if key is None and password is None:
-        raise SecretError("the Secret needs 'ssh-privatekey' or 'password'.")
-    certificate = values.get("ssh-certificate") or None
-    if certificate is not None:
-        if key is None:
-            raise SecretError(
-                "the Secret has an 'ssh-certificate' but no 'ssh-privatekey': a certificate "
-                "signs a key, and that key's private half must be in the Secret too.")
-        check_certificate(read_certificate(certificate), now)
-    known_hosts = values.get("known_hosts") or None
-    if known_hosts is None and not insecure_host_keys:
-        raise SecretError(
-            "the Secret has no 'known_hosts' key, and spec.cluster.insecureSkipHostKeyCheck is "
-            "not set; add the host's key line (ssh-keyscan -p PORT HOST)."
-        )
-    if known_hosts is not None:
-        check_known_hosts(known_hosts)
+    values = _values(secret)
+    username = _username(values)
+    key, password = _key_or_password(values)
+    certificate = _certificate(values, key, now)
+    known_hosts = _known_hosts(values, insecure_host_keys)
     return Credentials(
         username=username,
         private_key=key,
@@ -90,6 +69,59 @@ def parse_secret(
         known_hosts=known_hosts,
         certificate=certificate,
     )
+
+
+def _values(secret: Mapping[str, object]) -> dict[str, str]:
+    """The Secret's ``data``, each value decoded to text."""
+    raw = secret.get("data") or {}
+    if not isinstance(raw, dict):
+        raise SecretError("the Secret has no data.")
+    return {key: _decode(key, value) for key, value in raw.items()}
+
+
+def _username(values: Mapping[str, str]) -> str:
+    """The ``username`` to log in as, which must not be blank."""
+    username = (values.get("username") or "").strip()
+    if not username:
+        raise SecretError("the Secret has no 'username' key.")
+    return username
+
+
+def _key_or_password(values: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The ``ssh-privatekey`` and the ``password``, at least one of them given."""
+    key = values.get("ssh-privatekey") or None
+    password = values.get("password") or None
+    if key is None and password is None:
+        raise SecretError("the Secret needs 'ssh-privatekey' or 'password'.")
+    return key, password
+
+
+def _certificate(
+    values: Mapping[str, str], key: str | None, now: datetime.datetime | None
+) -> str | None:
+    """The ``ssh-certificate``, if any: a user certificate beside the key it signs, valid at
+    ``now`` when that is given."""
+    certificate = values.get("ssh-certificate") or None
+    if certificate is not None:
+        if key is None:
+            raise SecretError(
+                "the Secret has an 'ssh-certificate' but no 'ssh-privatekey': a certificate "
+                "signs a key, and that key's private half must be in the Secret too.")
+        check_certificate(read_certificate(certificate), now)
+    return certificate
+
+
+def _known_hosts(values: Mapping[str, str], insecure_host_keys: bool) -> str | None:
+    """The ``known_hosts``, every line of it usable; None only when host keys go unchecked."""
+    known_hosts = values.get("known_hosts") or None
+    if known_hosts is None and not insecure_host_keys:
+        raise SecretError(
+            "the Secret has no 'known_hosts' key, and spec.cluster.insecureSkipHostKeyCheck is "
+            "not set; add the host's key line (ssh-keyscan -p PORT HOST)."
+        )
+    if known_hosts is not None:
+        check_known_hosts(known_hosts)
+    return known_hosts
 
 
 def _decode(key: object, value: object) -> str:

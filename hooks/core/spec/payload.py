@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,43 +102,81 @@ def _files(
     inputs: tuple[Input, ...], objects: Mapping[str, Mapping[str, Mapping[str, Any]]],
     namespace: str, writes_file: Callable[[str], bool],
 ) -> tuple[InputFile, ...]:
-    files: dict[str, InputFile] = {}
-    owners: dict[str, str] = {}
-    names = 0
+    """The files of ``inputs``, in order: each at its own path, none inside another's."""
+    files = _InputFiles()
     for index, item in enumerate(inputs):
         where = f"spec.inputs[{index}]"
         data = _data(item.kind, item.name, objects, namespace, item.optional, where)
         if data is None:
             continue
-        pairs = item.items or tuple((key, key) for key in sorted(data))
-        for key, name in pairs:
-            if key not in data:
-                if item.optional:
-                    continue
-                raise _Missing(item.kind, f"{item.kind} {item.name!r} has no key {shown(key)} "
-                                          f"({where}).")
-            relative_path(name, f"{where}: {item.kind} {item.name!r} key {shown(key)}")
-            path = f"{item.path}/{name}" if item.path else name
-            if reserved_file(path, writes_file):
-                raise SpecError(f"{where}: {shown(path)} is a name the hooks use in the job's "
-                                "directory; rename it with items.")
-            if path in files:
-                raise SpecError(f"{where}: {shown(path)} is written by {owners[path]} too.")
-            # Checked as the files come, so that no number of items costs more than the limits.
-            names += len(path)
-            if len(files) >= MAX_FILES or names > MAX_NAME_BYTES:
-                raise SpecError(f"spec.inputs come to at least {len(files) + 1} files with "
-                                f"paths of at least {names} bytes together; an attempt carries "
-                                f"at most {MAX_FILES} files with paths of at most "
-                                f"{MAX_NAME_BYTES // 1024} KiB together.")
-            files[path] = InputFile(path, data[key])
-            owners[path] = where
-    clash = _nested(files)
-    if clash is not None:
-        order = list(files)
-        later = max(clash, key=order.index)
-        raise SpecError(f"{owners[later]}: {shown(later)} is written by another input too.")
-    return tuple(files.values())
+        for key, name in _present_items(item, data, where):
+            path = _input_path(item, key, name, where, writes_file)
+            files.add(InputFile(path, data[key]), where)
+    return files.unnested()
+
+
+def _present_items(
+    item: Input, data: Mapping[str, bytes], where: str
+) -> Iterator[tuple[str, str]]:
+    """The (key, file name) pairs of ``item`` whose key its object holds, every key by its own
+    name when ``item`` names none; a missing key is skipped only in an optional object."""
+    pairs = item.items or tuple((key, key) for key in sorted(data))
+    for key, name in pairs:
+        if key not in data:
+            if item.optional:
+                continue
+            raise _Missing(item.kind, f"{item.kind} {item.name!r} has no key {shown(key)} "
+                                      f"({where}).")
+        yield key, name
+
+
+def _input_path(
+    item: Input, key: str, name: str, where: str, writes_file: Callable[[str], bool]
+) -> str:
+    """The path in the job's directory of the file ``name`` of ``item``, checked to stay
+    inside it and off the names the hooks use there."""
+    relative_path(name, f"{where}: {item.kind} {item.name!r} key {shown(key)}")
+    path = f"{item.path}/{name}" if item.path else name
+    if reserved_file(path, writes_file):
+        raise SpecError(f"{where}: {shown(path)} is a name the hooks use in the job's "
+                        "directory; rename it with items.")
+    return path
+
+
+class _InputFiles:
+    """The input files gathered so far by path, with the input that wrote each."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, InputFile] = {}
+        self.owners: dict[str, str] = {}
+        self.names = 0
+        """The bytes of the files' paths together."""
+
+    def add(self, file: InputFile, where: str) -> None:
+        """Take ``file``, written by the input at ``where``; refuse a second file at its path,
+        and one past the limits."""
+        path = file.path
+        if path in self.files:
+            raise SpecError(f"{where}: {shown(path)} is written by {self.owners[path]} too.")
+        # Checked as the files come, so that no number of items costs more than the limits.
+        self.names += len(path)
+        if len(self.files) >= MAX_FILES or self.names > MAX_NAME_BYTES:
+            raise SpecError(f"spec.inputs come to at least {len(self.files) + 1} files with "
+                            f"paths of at least {self.names} bytes together; an attempt "
+                            f"carries at most {MAX_FILES} files with paths of at most "
+                            f"{MAX_NAME_BYTES // 1024} KiB together.")
+        self.files[path] = file
+        self.owners[path] = where
+
+    def unnested(self) -> tuple[InputFile, ...]:
+        """The files in the order they came, refused if one's path is inside another's."""
+        clash = _nested(self.files)
+        if clash is not None:
+            order = list(self.files)
+            later = max(clash, key=order.index)
+            raise SpecError(f"{self.owners[later]}: {shown(later)} is written by another input "
+                            "too.")
+        return tuple(self.files.values())
 
 
 def _nested(files: Mapping[str, object]) -> tuple[str, str] | None:

@@ -123,7 +123,15 @@ def to_raw(
     its status changed. ``generation`` is written as ``observedGeneration`` only when given
     (the DecoratorController shape, where Metacontroller does not inject it).
     """
-    raw: dict[str, Any] = {
+    raw = _required(status)
+    raw.update(_optional(status, generation))
+    raw["conditions"] = _stamped(conditions(status), previous, now)
+    return raw
+
+
+def _required(status: Status) -> dict[str, Any]:
+    """The fields every rendered status has: the phase, the attempt and its tasks' counts."""
+    return {
         "phase": str(status.phase),
         "reason": str(status.reason),
         "message": readable(status.message),
@@ -137,7 +145,11 @@ def to_raw(
         "failed": status.failed,
         "cancelled": status.cancelled,
     }
-    optional = {
+
+
+def _optional(status: Status, generation: int | None) -> dict[str, Any]:
+    """The fields a status has only when they are known, in a fixed order."""
+    fields = {
         "exitCode": status.exit_code,
         "signal": status.signal,
         "schedulerReason": readable(status.scheduler_reason, stored.WORD_LENGTH) or None,
@@ -153,9 +165,7 @@ def to_raw(
         "dependencies": dependencies.to_raw(status.dependencies) or None,
         "observedGeneration": generation,
     }
-    raw.update({key: value for key, value in optional.items() if value is not None})
-    raw["conditions"] = _stamped(conditions(status), previous, now)
-    return raw
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def _stamped(

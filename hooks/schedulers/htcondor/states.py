@@ -64,38 +64,13 @@ class CondorRecord:
 
 def to_task(record: CondorRecord) -> TaskState:
     """Map one job ad to a ``TaskState``. Pure: no I/O."""
-    outcome, reason = STATES.get(record.job_status, (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))
-    message = ""
-    exit_code = None
-    if record.job_status == 1 and not record.matches:
-        reason, message = waiting.describe(record.rejected, record.unmet)
-    elif reason is Reason.UNKNOWN_STATE:
-        message = f"HTCondor reports the unknown JobStatus {record.job_status}"
-    elif reason is Reason.HELD:
-        message = record.hold_reason or "The job is held on the pool"
-    elif reason is Reason.SUSPENDED:
-        message = "The job is suspended"
-    elif outcome is Outcome.CANCELLED and timed_out(record):
-        outcome, reason, message = Outcome.FAILED, Reason.TIMEOUT, "The job ran past its time limit"
-    elif outcome is Outcome.CANCELLED and record.remove_reason.startswith(PERIODIC_REMOVAL):
-        message = ("The job was removed on the pool by its own periodic_remove "
-                   "(spec.htcondor.submitOptions)")
-    elif outcome is Outcome.CANCELLED:
-        message = f"The job was removed on the pool ({record.remove_reason or 'condor_rm'})"
-    elif record.job_status == 4 and record.exit_by_signal:
-        outcome, reason = Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE
-        message = f"The job was killed by signal {record.exit_signal}"
-    elif record.job_status == 4:
-        exit_code = record.exit_code
-        if exit_code != 0:
-            outcome, reason = Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE
-            message = f"The job exited with code {exit_code}"
+    outcome, reason, message = _verdict(record)
     return TaskState(
         task_id=f"{record.cluster}.{record.proc}",
         outcome=outcome,
         reason=reason,
         message=message,
-        exit_code=exit_code,
+        exit_code=record.exit_code if _exited(record) else None,
         submit_time=_iso(record.submit_time),
         start_time=_iso(record.start_time),
         end_time=_iso(record.end_time) if not outcome.is_active else None,
@@ -103,6 +78,49 @@ def to_task(record: CondorRecord) -> TaskState:
         signal=record.exit_signal if record.exit_by_signal and not outcome.is_active else None,
         usage=record.usage if not outcome.is_active else None,
     )
+
+
+def _verdict(record: CondorRecord) -> tuple[Outcome, Reason, str]:
+    """The job's outcome, reason and message: its JobStatus, told apart by why it waits, why
+    it was removed and how it exited."""
+    outcome, reason = STATES.get(record.job_status, (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))
+    if record.job_status == 1 and not record.matches:
+        reason, message = waiting.describe(record.rejected, record.unmet)
+        return outcome, reason, message
+    if reason is Reason.UNKNOWN_STATE:
+        return outcome, reason, f"HTCondor reports the unknown JobStatus {record.job_status}"
+    if reason is Reason.HELD:
+        return outcome, reason, record.hold_reason or "The job is held on the pool"
+    if reason is Reason.SUSPENDED:
+        return outcome, reason, "The job is suspended"
+    if outcome is Outcome.CANCELLED:
+        return _removal(record, outcome, reason)
+    if record.job_status == 4 and record.exit_by_signal:
+        return (Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE,
+                f"The job was killed by signal {record.exit_signal}")
+    if record.job_status == 4 and record.exit_code != 0:
+        return (Outcome.FAILED, Reason.NON_ZERO_EXIT_CODE,
+                f"The job exited with code {record.exit_code}")
+    return outcome, reason, ""
+
+
+def _removal(
+    record: CondorRecord, outcome: Outcome, reason: Reason
+) -> tuple[Outcome, Reason, str]:
+    """A removed job's outcome, reason and message: failed when its time limit removed it,
+    else cancelled, by its own ``periodic_remove`` or on the pool."""
+    if timed_out(record):
+        return Outcome.FAILED, Reason.TIMEOUT, "The job ran past its time limit"
+    if record.remove_reason.startswith(PERIODIC_REMOVAL):
+        return outcome, reason, ("The job was removed on the pool by its own periodic_remove "
+                                 "(spec.htcondor.submitOptions)")
+    return outcome, reason, ("The job was removed on the pool "
+                             f"({record.remove_reason or 'condor_rm'})")
+
+
+def _exited(record: CondorRecord) -> bool:
+    """Whether the job completed by its own exit, not by a signal: then its exit code counts."""
+    return record.job_status == 4 and not record.exit_by_signal
 
 
 def timed_out(record: CondorRecord) -> bool:

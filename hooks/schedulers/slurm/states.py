@@ -79,13 +79,8 @@ def to_task(record: SlurmRecord) -> TaskState:
     state = record.state.split(" ", 1)[0]
     outcome, reason = STATES.get(state, (Outcome.UNKNOWN, Reason.UNKNOWN_STATE))
     pending_reason = reasons.word(record.reason) if outcome is Outcome.PENDING else ""
-    if pending_reason in HOLD_REASONS:
-        reason = Reason.HELD
+    reason, message = _explained(record, state, reason, pending_reason)
     code, signal = _exit_code(record.exit_code)
-    if state == "PENDING" and reason is Reason.NONE:
-        reason, message = reasons.describe(record.reason, record.partition)
-    else:
-        message = _message(state, record.state, reason, pending_reason, code, signal)
     return TaskState(
         task_id=record.task_id,
         outcome=outcome,
@@ -99,6 +94,19 @@ def to_task(record: SlurmRecord) -> TaskState:
         signal=signal or None if not outcome.is_active else None,
         usage=record.usage if not outcome.is_active else None,
     )
+
+
+def _explained(
+    record: SlurmRecord, state: str, reason: Reason, pending: str
+) -> tuple[Reason, str]:
+    """The record's reason and message: a hold, why a pending job waits as SLURM says it, or
+    what its state and exit code tell."""
+    if pending in HOLD_REASONS:
+        reason = Reason.HELD
+    if state == "PENDING" and reason is Reason.NONE:
+        return reasons.describe(record.reason, record.partition)
+    code, signal = _exit_code(record.exit_code)
+    return reason, _message(state, record.state, reason, pending, code, signal)
 
 
 def _message(
