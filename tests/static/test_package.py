@@ -1,5 +1,5 @@
 """The repository as a Python package (pyproject.toml, LICENSE) and its one version, in
-hooks/__init__.py: the package's, the metrics' build_info (tests/unit/test_metrics.py), the
+hooks/__init__.py: the package's, the metrics' build_info (tests/unit/server/test_metrics.py), the
 default log image's tag, the image's label (Makefile, Dockerfile) and deploy/base's image."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hooks.core.values.fields import SpecError
 from hooks.core.values.job import EnvVar, Input, ObjectKey
 from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import raw_spec, refusal, spec_of
-from tests.unit.test_spec import one_sentence_naming
+from tests.unit.spec.test_spec import one_sentence_naming
 
 # --- env -----------------------------------------------------------------------------------------
 

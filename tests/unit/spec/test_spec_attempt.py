@@ -16,9 +16,9 @@ import pytest
 
 from hooks.core.spec.batchjob import digest, essence
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
-from tests.unit.test_spec import one_sentence_naming
+from tests.unit.spec.test_spec import one_sentence_naming
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_suspend_and_deadline() -> None:

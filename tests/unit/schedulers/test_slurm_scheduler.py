@@ -36,7 +36,7 @@ from tests.unit.conftest import (
     recorded,
     stand_ins,
 )
-from tests.unit.test_spec import one_sentence_naming
+from tests.unit.spec.test_spec import one_sentence_naming
 
 
 def test_sbatch_argv_carries_the_attempts_identity() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hooks.core.values.reasons import Reason
 from hooks.schedulers.slurm.limited import KNOWN_LONG, LIMITED_LONG, LIMITED_SHORT
 from hooks.schedulers.slurm.options import SBATCH_SHORT_WITH_VALUE
-from tests.unit.test_batchcluster import NAMESPACE, SITE, named, routed, site_with
+from tests.unit.sites.test_batchcluster import NAMESPACE, SITE, named, routed, site_with
 
 CONDOR_SITE = site_with(
     backend="htcondor", defaults={"resources": {"timeLimit": "1h", "memory": "1Gi"}},

@@ -13,7 +13,7 @@ import pytest
 
 from tests.driver import serving
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def readme_block() -> list[str]:

@@ -170,7 +170,7 @@ def test_sigterm_ends_a_follower_at_once(tmp_path: Path) -> None:
             [sys.executable, "-m", "hooks.pods.logs", "--backend=slurm", "--host=127.0.0.1",
              f"--port={port}", "--remote-dir=x", "--key=u-1-1", f"--secret-dir={secret}",
              "--follow", "--insecure-skip-host-key-check"],
-            cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE)
+            cwd=Path(__file__).resolve().parents[3], stderr=subprocess.PIPE)
         listener.settimeout(60)
         connection, _ = listener.accept()  # it is logging in: its SIGTERM handler is set
         with connection:

@@ -12,7 +12,7 @@ from hooks import logformat
 from hooks.app import create_app
 from tests.unit.conftest import FakePool, runtime
 
-REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
+REQUESTS = Path(__file__).resolve().parents[3] / "examples" / "requests"
 
 
 def test_a_hook_call_is_one_record_with_its_batchjob_outcome_and_duration(

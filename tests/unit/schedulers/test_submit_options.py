@@ -23,7 +23,7 @@ from hooks.schedulers.htcondor.rules import (
     reserved_key,
 )
 from tests.unit.conftest import job
-from tests.unit.test_spec import one_sentence_naming
+from tests.unit.spec.test_spec import one_sentence_naming
 
 FIELD = "spec.htcondor.submitOptions"
 

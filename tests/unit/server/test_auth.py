@@ -16,7 +16,7 @@ from hooks import auth
 from hooks.app import create_app
 from tests.unit.conftest import runtime
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CUSTOMIZE = json.loads((REPO / "examples/requests/customize.json").read_text())
 TOKEN = b"0123456789abcdef"
 

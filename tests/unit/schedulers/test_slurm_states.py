@@ -16,7 +16,7 @@ from hooks.schedulers.slurm.parse import parse_sacct, parse_squeue
 from hooks.schedulers.slurm.states import SlurmRecord, to_task
 from tests.unit.conftest import FIXTURES, recorded
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 API_DOC = REPO / "docs" / "batchjob-api.md"
 
 # The SLURM states the API doc (batchjob-api.md, "SLURM states map" and the reasons table) names,

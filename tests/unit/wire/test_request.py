@@ -21,7 +21,7 @@ from tests.unit.builders import config_map, request, secret
 from tests.unit.conftest import UID, call
 from tests.unit.conftest import call as parse_sync
 
-REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
+REQUESTS = Path(__file__).resolve().parents[3] / "examples" / "requests"
 
 
 def load(name: str) -> dict[str, Any]:

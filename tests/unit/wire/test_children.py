@@ -23,7 +23,7 @@ from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import HOSTS, IMAGE, UID, call
 from tests.unit.conftest import job as build_job
 
-REQUESTS = Path(__file__).resolve().parents[2] / "examples" / "requests"
+REQUESTS = Path(__file__).resolve().parents[3] / "examples" / "requests"
 
 
 def job(attempt: int = 1, **spec: Any) -> JobRequest:

@@ -17,7 +17,7 @@ from hooks.schedulers.registry import REGISTRY
 from hooks.schedulers.slurm import forms
 from tests.unit.conftest import spec_of as parse_spec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def batchjobs() -> list[Any]:

@@ -25,7 +25,7 @@ from hooks.ssh.client import Target
 from hooks.ssh.errors import ClusterUnreachable
 from tests.unit.conftest import NOW, FakePool, runtime
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 REQUESTS = REPO / "examples" / "requests"
 
 

@@ -19,7 +19,7 @@ from hooks.ssh import errors
 from hooks.ssh.client import Target
 from hooks.ssh.login import connect
 from tests.unit.conftest import FakeConnection, FakePool, completed, silent_host
-from tests.unit.test_app import client, load, post
+from tests.unit.server.test_app import client, load, post
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\r\x00\x9b31m\u202egnp.exe\x7f"
 """A terminal title and screen clear, a carriage return, NUL, a C1 CSI, a bidirectional

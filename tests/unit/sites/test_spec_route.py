@@ -14,7 +14,7 @@ from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef, Hop
 from hooks.schedulers.registry import REGISTRY
 from tests.unit.builders import STORED_ROUTE
 from tests.unit.conftest import login_cluster, raw_spec, refusal, spec_of
-from tests.unit.test_spec import one_sentence_naming
+from tests.unit.spec.test_spec import one_sentence_naming
 
 
 def test_jump_hosts_in_order_with_their_defaults() -> None:

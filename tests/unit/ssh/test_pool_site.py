@@ -8,7 +8,7 @@ from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh.client import Jump, Target
 from hooks.ssh.pool import Pool, pool_key
-from tests.unit.test_pool import BASTION, Connector
+from tests.unit.ssh.test_pool import BASTION, Connector
 
 LOGIN = Credentials("alice", private_key="key", known_hosts="the sites' keys")
 

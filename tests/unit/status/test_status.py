@@ -27,7 +27,7 @@ from hooks.core.wire.response import MAX_POLL, SLOW_POLL, resync_after
 from hooks.schedulers.registry import REGISTRY
 from tests.unit.conftest import UID
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 T0, T1, T2 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z", "2026-11-22T10:10:00Z"
 NOW = datetime.datetime(2026, 11, 22, 10, 5, tzinfo=datetime.UTC)
 HASH = "0123456789abcdef"

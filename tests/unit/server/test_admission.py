@@ -22,7 +22,7 @@ from hooks.ssh import errors
 from hooks.ssh.client import Target
 from tests.unit.builders import LOGIN, request
 from tests.unit.conftest import FakePool, runtime
-from tests.unit.test_executor import Loop, RecordingSlurm
+from tests.unit.server.test_executor import Loop, RecordingSlurm
 
 ATTACKERS = 80
 SHARE = 4

@@ -14,7 +14,7 @@ from hooks import __version__, cli
 from hooks.pods import logs
 from hooks.pods.movers import program
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def python_m_hooks(*argv: str) -> subprocess.CompletedProcess[str]:

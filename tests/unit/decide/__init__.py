@@ -1,0 +1,1 @@
+"""Unit tests of the sync and finalize decisions through whole calls (hooks.core.decide)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the child Pods' programs (hooks.pods)."""

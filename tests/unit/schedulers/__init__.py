@@ -1,0 +1,1 @@
+"""Unit tests of the schedulers on recorded real output, and their contract (hooks.schedulers)."""

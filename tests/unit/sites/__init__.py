@@ -1,0 +1,1 @@
+"""Unit tests of BatchClusters, routing, selectors and the login Secret (hooks.core.sites)."""

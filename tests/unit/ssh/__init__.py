@@ -1,0 +1,1 @@
+"""Unit tests of routes, logins and the connection pool (hooks.ssh)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the shared values: text (hooks.core.values)."""
