@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 VERSION = $(shell $(PYTHON) -c 'import hooks; print(hooks.__version__)')
 IMAGE ?= hpcbridge:$(VERSION)
 
-.PHONY: run test lint unit openapi demo bench bench-follow bench-slow bench-data bench-system lock image clean
+.PHONY: run test lint unit openapi demo bench bench-follow bench-slow bench-data bench-system bench-dependencies lock image clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -57,6 +57,11 @@ bench-data: $(VENV)/.dev
 # installed there): N BatchJobs created at once, see bench/system.py.
 bench-system: $(VENV)/.dev
 	$(VENV)/bin/python -m bench.system $(BENCH_ARGS)
+
+# One BatchJob and N that depend on it (spec.dependsOn), on the cluster KUBECONFIG points at: the
+# dependents' submissions after its Succeeded, and their syncs while waiting (bench/dependencies.py).
+bench-dependencies: $(VENV)/.dev
+	$(VENV)/bin/python -m bench.dependencies $(BENCH_ARGS)
 
 # requirements.lock: every package of the image at an exact version with its hashes, resolved
 # from requirements.txt for the image's Python (the Dockerfile installs it with --require-hashes).
