@@ -80,7 +80,7 @@ class Runtime:
         s = self.settings
         return Policy(log_image=s.log_image, finalize_grace=s.finalize_grace,
                       guard_stale=s.guard_stale, direct_clusters=s.direct_clusters,
-                      status_ttl=s.status_ttl)
+                      status_ttl=s.status_ttl, s3_endpoints=s.s3_endpoints)
 
     def transport(self, scheduler: Scheduler[Any]) -> Transport[Any]:
         """The transport ``scheduler``'s operations go over."""

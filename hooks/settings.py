@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from hooks import __version__
+from hooks.core.spec import endpoints
+from hooks.core.spec.endpoints import Endpoint
+from hooks.core.values.fields import SpecError
 from hooks.ssh.client import OVERRUN
 
 ENVIRONMENT = {
@@ -73,6 +76,11 @@ ENVIRONMENT = {
         "HPCBRIDGE_DIRECT_CLUSTERS",
         "true or false: whether a BatchJob may name its host itself instead of a BatchCluster",
     ),
+    "s3_endpoints": (
+        "HPCBRIDGE_S3_ENDPOINTS",
+        "comma-separated object-store URLs (scheme, host, port) any BatchJob may name in "
+        "spec.storage.s3.endpoint even at a private address",
+    ),
 }
 FLAGS = {"true": True, "false": False}
 
@@ -101,11 +109,14 @@ class Settings:
     direct_clusters: bool = True
     """Unset means true, so that BatchJobs that name their host keep working; an
     installation that routes every BatchJob through BatchClusters sets false."""
+    s3_endpoints: tuple[Endpoint, ...] = ()
+    """Unset, no store is allowed whatever its address: a BatchJob's endpoint must be public
+    (``hooks.core.spec.endpoints``)."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):
             value = getattr(self, spec.name)
-            if not isinstance(value, str | bool) and value <= 0:
+            if not isinstance(value, str | bool | tuple) and value <= 0:
                 raise ValueError(f"{ENVIRONMENT[spec.name][0]} must be positive, not {value}")
         if self.command_timeout + OVERRUN >= self.guard_stale:
             raise ValueError(
@@ -131,6 +142,9 @@ class Settings:
             if not raw:
                 continue
             kind = type(getattr(cls(), spec.name))
+            if kind is tuple:
+                values[spec.name] = _endpoints(name, raw)
+                continue
             if kind is bool:
                 if raw.lower() not in FLAGS:
                     raise ValueError(f"{name}={raw!r} must be true or false")
@@ -141,3 +155,12 @@ class Settings:
             except ValueError as err:
                 raise ValueError(f"{name}={raw!r} is not a {kind.__name__}") from err
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _endpoints(name: str, raw: str) -> tuple[Endpoint, ...]:
+    """A comma-separated list of endpoints, each as a BatchJob would write it."""
+    try:
+        return endpoints.parse_list([item.strip() for item in raw.split(",") if item.strip()],
+                                    name)
+    except SpecError as err:
+        raise ValueError(str(err)) from err

@@ -157,6 +157,10 @@ HOSTILE_SITES = {
     "work-dir-relative": ("workDir", "../../etc"),
     "host-a-number": ("host", 22),
     "backend-unknown": ("backend", "pbs"),
+    "storage-endpoints-hostile": ("storage", {"allowedEndpoints": [
+        "http://0x7f000001", {"a": 1}, "http://" + "a" * 5000, "http://[::ffff:7f00:1]"]}),
+    "storage-endpoints-huge": ("storage", {"allowedEndpoints": ["https://s.example"] * 10_000}),
+    "storage-not-an-object": ("storage", ["https://s.example"]),
 }
 """BatchClusters no API server would store with the CRD's rules: each gets a clear answer."""
 

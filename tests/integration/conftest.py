@@ -378,10 +378,11 @@ def hook_server_with(
     tmp_path_factory: pytest.TempPathFactory, *, status_ttl: float
 ) -> Iterator[str]:
     """The hook server as deployed: gunicorn with the product's settings, on 127.0.0.1, its
-    shared status ``status_ttl`` seconds old at most; its log must show no traceback."""
+    shared status ``status_ttl`` seconds old at most, the test store allowed; its log must show
+    no traceback."""
     log = tmp_path_factory.mktemp("hooks") / "gunicorn.log"
     with serving(log, HPCBRIDGE_LOG_IMAGE="hpcbridge:test",
-                 HPCBRIDGE_STATUS_TTL=str(status_ttl)) as url:
+                 HPCBRIDGE_STATUS_TTL=str(status_ttl), **store_allowed()) as url:
         yield url
     server_log = log.read_text()
     assert "Traceback" not in server_log, server_log
@@ -425,9 +426,22 @@ class ObjectStore:
 S3_STATE = "/var/tmp/hpcbridge-s3"
 
 
+def s3_state() -> Path:
+    return Path(os.environ.get("HPCBRIDGE_S3_STATE", S3_STATE))
+
+
+def store_allowed() -> dict[str, str]:
+    """The hook server's setting that allows the test store, on loopback, when it is up
+    (``HPCBRIDGE_S3_ENDPOINTS``): as an installation allows its on-premises store."""
+    env = s3_state() / "env"
+    if not env.exists():
+        return {}
+    return {"HPCBRIDGE_S3_ENDPOINTS": read_env(env)["HPCBRIDGE_S3_ENDPOINT"]}
+
+
 @pytest.fixture(scope="session")
 def object_store() -> ObjectStore:
-    state = Path(os.environ.get("HPCBRIDGE_S3_STATE", S3_STATE))
+    state = s3_state()
     if not (state / "env").exists():
         unavailable(f"the S3 object store is not up (no {state}/env): run make test as root, "
                     "or tests/clusters/s3-up.sh")

@@ -285,18 +285,33 @@ def test_without_direct_clusters_a_host_is_refused_and_a_batchcluster_runs(
 
 
 def test_data_moves_over_a_batchclusters_route(
-        driver: Driver, cluster: Cluster, bastion: Bastion, object_store: ObjectStore,
+        named_only_server: str, cluster: Cluster, bastion: Bastion, object_store: ObjectStore,
         name: str) -> None:
     """The mover Pods take the BatchCluster's route and trust its knownHosts, as the log Pod
-    does: the login Secret holds no known_hosts."""
+    does: the login Secret holds no known_hosts. The store, on loopback, is allowed by the
+    BatchCluster's spec.storage.allowedEndpoints alone (this hook server has no
+    HPCBRIDGE_S3_ENDPOINTS): refused until the BatchCluster lists it."""
+    driver = Driver(named_only_server, hook_version="v2")
     prepare(driver, cluster, bastion, name)
+    storage = {"s3": {"endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}}
+    refused = named(name, storage=storage,
+                    inputs=[{"s3": {"bucket": "hpcbridge-data", "key": "k"}, "path": "k"}])
+    refused["metadata"]["name"] = f"{name}-refused"
+    driver.create(refused)
+    status = driver.sync(NAMESPACE, f"{name}-refused")["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert "spec.storage.s3.endpoint" in status["message"]
+    assert "spec.storage.allowedEndpoints" in status["message"]
+    assert driver.pods_of(NAMESPACE, f"{name}-refused") == []
+    driver.finalize(NAMESPACE, f"{name}-refused")
+    prepare(driver, cluster, bastion, name,
+            storage={"allowedEndpoints": ["https://other.example:9000", object_store.endpoint]})
     s3 = client(object_store)
     data_bucket, results_bucket = bucket(s3), bucket(s3, "hpcbridge-results")
     put(s3, data_bucket, f"{name}/in.txt", b"site input\n")
     driver.apply_secret(object_store.secret(f"{name}-s3"))
     driver.create(named(
-        name, "#!/bin/sh\nmkdir -p out\ncat in.txt > out/copy.txt\n",
-        storage={"s3": {"endpoint": object_store.endpoint, "secretRef": {"name": f"{name}-s3"}}},
+        name, "#!/bin/sh\nmkdir -p out\ncat in.txt > out/copy.txt\n", storage=storage,
         inputs=[{"s3": {"bucket": data_bucket, "key": f"{name}/in.txt"}, "path": "in.txt"}],
         outputs=[{"path": "out/copy.txt",
                   "s3": {"bucket": results_bucket, "prefix": f"{name}/"}}]))

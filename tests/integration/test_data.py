@@ -1,12 +1,15 @@
 """Data in and results out on the real clusters and the real S3 store: inputs from one key, a
 prefix and a claim's directory are read back by the job; outputs land in S3 and in a claim's
-directory byte for byte; the S3 keys reach no command the cluster's sshd recorded and no file
-of the attempt's directory."""
+directory byte for byte, with their modes never wider than 0644; the S3 keys reach no command
+the cluster's sshd recorded and no file of the attempt's directory. The store is on loopback:
+the hook server allows it (``HPCBRIDGE_S3_ENDPOINTS``); an endpoint that leads inward without
+that is refused, by the hooks or by the mover itself."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +233,101 @@ def test_a_movers_memory_does_not_grow_with_the_size(
         for size in (64, 512):
             s3.remove_object(results_bucket, f"{name}/m{size}.bin")
         driver.finalize(NAMESPACE, name)
+
+
+def test_collected_files_keep_their_mode_never_wider_than_0644(
+    driver: Driver, cluster: Cluster, name: str, tmp_path: Path,
+) -> None:
+    """A secret the job leaves readable by its user alone stays so in the claim; nothing lands
+    executable, group- or world-writable, set-id or sticky."""
+    script = """#!/bin/bash
+set -e
+mkdir -p out
+echo secret > out/secret.key && chmod 600 out/secret.key
+echo group > out/group.txt && chmod 640 out/group.txt
+printf '#!/bin/sh\\ntrue\\n' > out/tool.sh && chmod 755 out/tool.sh
+echo setuid > out/setuid && chmod 4755 out/setuid
+echo shared > out/shared && chmod 2775 out/shared
+echo open > out/open && chmod 777 out/open
+"""
+    batchjob = start(driver, cluster, name, script, outputs=[
+        {"path": "out/*", "persistentVolumeClaim": {"claimName": "results", "subPath": "run"}}])
+    status = drive(driver, name, {"results": tmp_path}, until={"Succeeded", "Failed"})["status"]
+    assert status["phase"] == "Succeeded" and status["outputs"]["files"] == 6, status
+    attempt = cluster.remote_root(batchjob) / "attempt-1" / "out"
+    expected = {"secret.key": (0o600, 0o600), "group.txt": (0o640, 0o640),
+                "tool.sh": (0o755, 0o644), "setuid": (0o4755, 0o644),
+                "shared": (0o2775, 0o644), "open": (0o777, 0o644)}
+    for file_name, (source, landed) in expected.items():
+        assert stat.S_IMODE((attempt / file_name).stat().st_mode) == source, file_name
+        mode = (tmp_path / "run/out" / file_name).stat().st_mode
+        assert stat.S_IMODE(mode) == landed, (file_name, oct(mode))
+        assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+    driver.finalize(NAMESPACE, name)
+
+
+@pytest.mark.parametrize(("endpoint", "said"), [
+    ("http://169.254.169.254", "the link-local address 169.254.169.254"),
+    ("http://0x7f000001:9000", "the resolver reads it as 127.0.0.1"),
+    ("http://kubernetes.default.svc", "the cluster-internal name 'kubernetes.default.svc'")])
+def test_an_inward_endpoint_is_refused_and_nothing_is_fetched(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str, endpoint: str,
+    said: str,
+) -> None:
+    """The cloud metadata service, loopback in another spelling, a Service of the cluster:
+    ``InvalidSpec`` naming the field, no mover Pod, nothing on the cluster."""
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    batchjob = start(driver, cluster, name, "#!/bin/bash\ncat creds\n",
+                     storage={"s3": {"endpoint": endpoint, "secretRef": {"name": f"{name}-s3"}}},
+                     inputs=[{"s3": {"bucket": "latest", "key": "meta-data/iam"},
+                              "path": "creds"}])
+    status = driver.sync(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), status
+    assert status["message"].startswith("spec.storage.s3.endpoint"), status
+    assert said in status["message"], status
+    assert driver.pods_of(NAMESPACE, name) == [] and not status.get("jobIDs")
+    assert not cluster.remote_root(batchjob).exists()
+    driver.finalize(NAMESPACE, name)
+
+
+def test_a_store_name_that_resolves_to_loopback_is_refused_by_the_mover(
+    driver: Driver, cluster: Cluster, object_store: ObjectStore, name: str,
+) -> None:
+    """A name the hooks accepted that resolves to 127.0.0.1 when the mover runs (a record that
+    points inward, or DNS rebinding): the mover checks the address it is connected to, refuses
+    it before any request, and the BatchJob waits with ``StorageAccessDenied``, naming the
+    endpoint and the address; nothing is staged, nothing submitted. ``localhost`` stands for
+    such a name (it resolves to 127.0.0.1 on every machine; the hooks refuse it by name), put
+    into the inputs mover's args as such an answer would be met, without the allowance the
+    hooks give the listed store."""
+    s3 = client(object_store)
+    data_bucket = bucket(s3)
+    put(s3, data_bucket, f"{name}/params.json", b"params\n")
+    driver.apply_secret(object_store.secret(f"{name}-s3"))
+    batchjob = start(driver, cluster, name, "#!/bin/bash\ncat params.json\n",
+                     storage={"s3": {"endpoint": object_store.endpoint,
+                                     "secretRef": {"name": f"{name}-s3"}}},
+                     inputs=[{"s3": {"bucket": data_bucket, "key": f"{name}/params.json"},
+                              "path": "params.json"}])
+    driver.sync(NAMESPACE, name)
+    (pod,) = [p for p in driver.pods_of(NAMESPACE, name)
+              if p["metadata"]["name"] == f"{name}-inputs"]
+    (container,) = pod["spec"]["containers"]
+    assert f"--endpoint={object_store.endpoint}" in container["args"]
+    assert "--endpoint-allowed" in container["args"]  # the hooks allow the listed store
+    port = object_store.endpoint.rpartition(":")[2]
+    inward = f"http://localhost:{port}"
+    rebound = copy.deepcopy(pod)
+    rebound["spec"]["containers"][0]["args"] = [
+        f"--endpoint={inward}" if a.startswith("--endpoint=") else a
+        for a in container["args"] if a != "--endpoint-allowed"]
+    assert run_mover(driver, rebound, {}).code != 0
+    pod["status"] = rebound["status"]
+    status = driver.sync(NAMESPACE, name)["status"]
+    assert (status["phase"], status["reason"]) == ("Pending", "StorageAccessDenied"), status
+    assert inward in status["message"] and "127.0.0.1" in status["message"], status
+    assert "Traceback" not in status["message"]
+    assert not status.get("jobIDs")
+    staged = [p for p in cluster.remote_root(batchjob).rglob("*") if p.is_file()]
+    assert staged == [], staged
+    driver.finalize(NAMESPACE, name)

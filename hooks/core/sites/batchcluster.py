@@ -2,10 +2,11 @@
 
 A BatchCluster (cluster-scoped, ``hpcbridge.io/v1alpha1``) names a login node, its jump hosts
 and the host keys vouched for along that route, a default work directory, which namespaces'
-BatchJobs may use it (``namespaceSelector``), defaults for the fields a BatchJob leaves out and
-limits a BatchJob may not exceed. Metacontroller hands it over as a related object; nothing in
-it is trusted before ``parse_site`` has checked every field the way a BatchJob's are checked
-(``hooks.core.sites.routing`` applies it to a BatchJob). Pure: no I/O.
+BatchJobs may use it (``namespaceSelector``), defaults for the fields a BatchJob leaves out,
+limits a BatchJob may not exceed and the object stores its BatchJobs may name whatever their
+address (``spec.storage.allowedEndpoints``). Metacontroller hands it over as a related object;
+nothing in it is trusted before ``parse_site`` has checked every field the way a BatchJob's are
+checked (``hooks.core.sites.routing`` applies it to a BatchJob). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from hooks.core.sites.secret import SecretError, check_known_hosts
 from hooks.core.sites.selector import Selector, parse_selector
 from hooks.core.spec.batchjob import parse_resources
+from hooks.core.spec.endpoints import Endpoint, parse_list
 from hooks.core.spec.layout import DNS_SUBDOMAIN, MAX_JUMPS, host_name, port_number, work_dir
 from hooks.core.values import units
 from hooks.core.values.fields import SpecError, line, mapping, whole_number
@@ -29,6 +31,7 @@ KIND = "BatchCluster"
 MAX_KNOWN_HOSTS = 64 * 1024
 """Characters of ``spec.knownHosts``: every attempt keeps them in its status."""
 MAX_QUEUES = 64
+MAX_ENDPOINTS = 32
 RESOURCE_LIMITS = {"timeLimit": "maxTimeLimit", "cpus": "maxCpus", "memory": "maxMemory",
                    "gpus": "maxGpus", "nodes": "maxNodes"}
 """The limit that covers each field of ``spec.resources`` in ``hooks.core.values.sdk.LIMITED``;
@@ -84,6 +87,9 @@ class Site:
     default_options: Mapping[str, Any] = field(default_factory=dict)
     """Defaults for ``spec.<backend>``, field by field."""
     limits: Limits = field(default_factory=Limits)
+    endpoints: tuple[Endpoint, ...] = ()
+    """``spec.storage.allowedEndpoints``: object stores the BatchJobs routed through it may
+    name whatever their address (``hooks.core.spec.endpoints``)."""
 
 
 def parse_site(obj: Mapping[str, Any], rules: Rules) -> Site:
@@ -134,7 +140,21 @@ def _site(name: str, spec: Mapping[str, Any], rules: Rules) -> Site:
         default_resources=resources,
         default_options=options,
         limits=limits,
+        endpoints=_endpoints(spec.get("storage")),
     )
+
+
+def _endpoints(raw: object) -> tuple[Endpoint, ...]:
+    """``spec.storage.allowedEndpoints``: each an endpoint as a BatchJob would write it."""
+    storage = mapping(raw or {}, "spec.storage")
+    for key in storage:
+        if key != "allowedEndpoints":
+            raise SpecError(f"spec.storage has {shown(key)}; it may set allowedEndpoints.")
+    listed = storage.get("allowedEndpoints") or []
+    if not isinstance(listed, list) or len(listed) > MAX_ENDPOINTS:
+        raise SpecError(f"spec.storage.allowedEndpoints must be a list of at most "
+                        f"{MAX_ENDPOINTS} endpoints.")
+    return parse_list(listed, "spec.storage.allowedEndpoints")
 
 
 def _hop(raw: object, where: str) -> SiteHop:

@@ -12,12 +12,13 @@ that breaks a rule of the BatchCluster is invalid until an edit fixes it. Pure: 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from hooks.core.sites.batchcluster import Site, SiteError, beyond, free_form_beyond, parse_site
 from hooks.core.spec.batchjob import ParsedSpec, Placement, digest, parse
+from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.layout import DNS_SUBDOMAIN
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import Rules
@@ -35,10 +36,12 @@ DIRECT_REFUSED = (
 
 def parse_routed(
     raw: object, rules: Rules, *, sites: Mapping[str, Mapping[str, Any]],
-    namespace: Mapping[str, Any] | None, direct: bool,
+    namespace: Mapping[str, Any] | None, direct: bool, endpoints: Sequence[Endpoint] = (),
 ) -> ParsedSpec:
     """Read the BatchJob's ``spec`` with its route: through the BatchCluster it names (one of
-    ``sites``, by name, for the BatchJob's ``namespace`` object), or the host it names."""
+    ``sites``, by name, for the BatchJob's ``namespace`` object), or the host it names. The
+    object stores allowed whatever their address are the installation's ``endpoints`` and, on
+    a BatchCluster's route, the BatchCluster's too: either list allows."""
     spec = raw if isinstance(raw, dict) else {}
     cluster = spec.get("cluster")
     written = spec.get("backend")
@@ -46,7 +49,7 @@ def parse_routed(
     if not isinstance(cluster, dict) or cluster.get("name") is None:
         if not direct and isinstance(cluster, dict) and cluster.get("host") is not None:
             return ParsedSpec(backend, None, None, DIRECT_REFUSED)
-        return parse(raw, rules)
+        return parse(raw, rules, endpoints=endpoints)
     name = cluster["name"]
     if cluster.get("host") is not None:
         return ParsedSpec(backend, None, None, "spec.cluster.name and spec.cluster.host "
@@ -69,7 +72,8 @@ def parse_routed(
     merged = _merged(spec, cluster, site)
     if isinstance(merged, str):
         return ParsedSpec(backend, None, None, merged)
-    return _checked(parse(merged, rules), site, merged, rules)
+    return _checked(parse(merged, rules, endpoints=(*endpoints, *site.endpoints)), site, merged,
+                    rules)
 
 
 def _dict(value: object) -> Mapping[str, Any]:

@@ -1,4 +1,5 @@
 """The BatchJob spec: ``batchjob.parse`` reads it once (route, resources, scheduler block),
-``layout`` the route and the attempt's files, ``data`` the S3 and claim data, ``env_inputs`` and
-``payload`` the variables and files from Secrets and ConfigMaps.
+``layout`` the route and the attempt's files, ``data`` the S3 and claim data, ``endpoints`` the
+object stores a spec may name and the allow-lists, ``env_inputs`` and ``payload`` the variables
+and files from Secrets and ConfigMaps.
 """

@@ -14,9 +14,11 @@ field readers are ``hooks.core.values.fields``, the route and file-name rules
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 
 from hooks.core.spec import data, dependencies
+from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.env_inputs import parse_env, parse_inputs
 from hooks.core.spec.layout import cluster_ref
 from hooks.core.values import units
@@ -80,8 +82,9 @@ def logs_choice(raw: object) -> Logs:
         return Logs()
 
 
-def parse(raw: object, rules: Rules) -> ParsedSpec:
-    """Read ``raw`` (the BatchJob's ``spec``) once. Pure: no I/O."""
+def parse(raw: object, rules: Rules, *, endpoints: Collection[Endpoint] = ()) -> ParsedSpec:
+    """Read ``raw`` (the BatchJob's ``spec``) once; ``endpoints`` are the object stores allowed
+    whatever their address (``hooks.core.spec.endpoints``). Pure: no I/O."""
     written = raw.get("backend") if isinstance(raw, dict) else None
     backend = written if isinstance(written, str) else ""
     try:
@@ -89,7 +92,7 @@ def parse(raw: object, rules: Rules) -> ParsedSpec:
     except SpecError as err:
         return ParsedSpec(backend, None, None, str(err))
     try:
-        spec = _spec(raw, placement, rules)
+        spec = _spec(raw, placement, rules, endpoints)
     except SpecError as err:
         return ParsedSpec(backend, placement, None, str(err))
     return ParsedSpec(backend, placement, spec, "", digest(spec))
@@ -112,7 +115,8 @@ def parse_placement(raw: object, rules: Rules) -> Placement:
     return Placement(backend, cluster_ref(spec.get("cluster"), "spec.cluster"))
 
 
-def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
+def _spec(raw: object, placement: Placement, rules: Rules, endpoints: Collection[Endpoint]
+          ) -> Spec:
     spec = mapping(raw, "spec")
     backend = placement.backend
     for other in rules:
@@ -125,7 +129,7 @@ def _spec(raw: object, placement: Placement, rules: Rules) -> Spec:
     deadline = spec.get("activeDeadlineSeconds")
     script = _script(spec.get("script"))
     rules[backend].check_script(script)
-    store, (inputs, files) = data.storage(spec.get("storage")), parse_inputs(
+    store, (inputs, files) = data.storage(spec.get("storage"), endpoints), parse_inputs(
         spec.get("inputs"), rules[backend].writes_file)
     fetched = data.data_inputs(spec.get("inputs"), store)
     data.check_targets(fetched, files, rules[backend].writes_file)
@@ -157,9 +161,11 @@ def digest(spec: Spec) -> str:
     ``activeDeadlineSeconds``, which an attempt follows while it runs. Fields at their
     defaults are left out, so that a field added to the spec later leaves the digests of
     specs that do not use it as they were. A BatchCluster's host keys are left out too: its
-    platform team rotates them without starting new attempts."""
+    platform team rotates them without starting new attempts; and so is whether the object
+    store is on an allow-list, which the platform team edits."""
     kept = replace(spec, suspend=False, active_deadline_seconds=None,
-                   cluster=replace(spec.cluster, known_hosts=""))
+                   cluster=replace(spec.cluster, known_hosts=""),
+                   storage=spec.storage and replace(spec.storage, allowed=False))
     return hashlib.sha256(repr(essence(kept)).encode()).hexdigest()[:16]
 
 

@@ -9,9 +9,11 @@ The bytes never pass through a hook call: the mover Pods (``hooks.core.wire.move
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from hooks.core.spec import endpoints
+from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.layout import DNS_SUBDOMAIN, relative_path, reserved_file
 from hooks.core.values.fields import SpecError, flag, mapping
 from hooks.core.values.storage import DataInput, Output, S3Object, S3Storage, Volume, When
@@ -21,7 +23,6 @@ MAX_OUTPUTS = 64
 MAX_KEY = 1024
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 IP_ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+")
-ENDPOINT = re.compile(r"(https?)://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?")
 GLOB_PART = re.compile(r"[-._a-zA-Z0-9+@=*?\[\]!]+")
 """A component of an output pattern: the characters of a file name and the glob's ``* ? [ ]
 !`` (``**`` for any number of directories)."""
@@ -34,25 +35,25 @@ def is_data_input(raw: object) -> bool:
                                       or raw.get("persistentVolumeClaim") is not None)
 
 
-def storage(raw: object) -> S3Storage | None:
-    """``spec.storage``."""
+def storage(raw: object, allowed: Collection[Endpoint] = ()) -> S3Storage | None:
+    """``spec.storage``; its endpoint must lead to a public store unless it is on one of the
+    ``allowed`` lists (``hooks.core.spec.endpoints``)."""
     if raw is None:
         return None
     s3 = mapping(mapping(raw, "spec.storage").get("s3"), "spec.storage.s3")
-    endpoint = s3.get("endpoint")
-    if not isinstance(endpoint, str) or len(endpoint) > 2048 or not ENDPOINT.fullmatch(endpoint):
-        raise SpecError("spec.storage.s3.endpoint must be an http:// or https:// URL of a host "
-                        f"and an optional port, without a path, not {shown(endpoint)}.")
-    port = ENDPOINT.fullmatch(endpoint).group(3)  # type: ignore[union-attr]
-    if port is not None and not 0 < int(port[1:]) < 65536:
-        raise SpecError(f"spec.storage.s3.endpoint: port {port[1:]} is not a TCP port.")
+    where = "spec.storage.s3.endpoint"
+    endpoint = endpoints.parse(s3.get("endpoint"), where)
+    listed = endpoint in allowed
+    refused = "" if listed else endpoints.refusal(endpoint, where)
+    if refused:
+        raise SpecError(refused)
     region = s3.get("region", "")
     if not isinstance(region, str) or not re.fullmatch(r"[a-z0-9-]{0,64}", region):
         raise SpecError("spec.storage.s3.region must be a region name such as us-east-1.")
     ref = mapping(s3.get("secretRef"), "spec.storage.s3.secretRef").get("name")
     if not isinstance(ref, str) or not DNS_SUBDOMAIN.fullmatch(ref):
         raise SpecError("spec.storage.s3.secretRef.name must name a Secret in this namespace.")
-    return S3Storage(endpoint.rstrip("/"), ref, region)
+    return S3Storage(str(s3["endpoint"]).rstrip("/"), ref, region, allowed=listed)
 
 
 def data_inputs(raw: object, store: S3Storage | None) -> tuple[DataInput, ...]:

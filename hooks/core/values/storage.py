@@ -22,6 +22,9 @@ class S3Storage:
     endpoint: str
     secret_name: str
     region: str = ""
+    allowed: bool = False
+    """The endpoint is on an allow-list (``hooks.core.spec.endpoints``): the mover Pods may
+    reach it whatever its address; otherwise they refuse any address that is not public."""
 
 
 @dataclass(frozen=True, slots=True)

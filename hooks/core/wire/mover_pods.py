@@ -10,6 +10,10 @@ the outputs mover reads the attempt's directory and writes objects or files. Eac
 it did as its termination message (``Report``, JSON), which Metacontroller hands back with the
 observed child, so ``status.inputs``/``status.outputs`` follow from the observed Pods alone. A
 failed run exits non-zero and the kubelet runs it again (``restartPolicy: OnFailure``).
+
+A mover talks to the object store only at a public address (``hooks.pods.movers.peer``) unless
+its args say the endpoint is on an allow-list (``--endpoint-allowed``,
+``hooks.core.spec.endpoints``): the hooks write the args, never the BatchJob.
 """
 
 from __future__ import annotations
@@ -171,6 +175,8 @@ def _pod(job: JobRequest, direction: str, plan: list[dict[str, Any]], claims: li
             f"--plan={json.dumps(plan, sort_keys=True, separators=(',', ':'))}"]
     if spec.storage is not None:
         args += [f"--endpoint={spec.storage.endpoint}", f"--s3-secret-dir={S3_MOUNT}"]
+        if spec.storage.allowed:  # on an allow-list: whatever its address
+            args.append("--endpoint-allowed")
         if spec.storage.region:
             args.append(f"--region={spec.storage.region}")
         mounts.append({"name": "s3-secret", "mountPath": S3_MOUNT, "readOnly": True})

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from hooks.core.sites.batchcluster import SiteError, parse_site
 from hooks.core.sites.routing import parse_routed
 from hooks.core.spec.batchjob import Logs, ParsedSpec, logs_choice
+from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.layout import DNS_SUBDOMAIN
 from hooks.core.status import record
 from hooks.core.status.record import Status
@@ -59,6 +60,9 @@ class Policy:
     status_ttl: float = 5.0
     """Seconds one batched scheduler answer is shared (``HPCBRIDGE_STATUS_TTL``): an active
     BatchJob synced more often than that would find nothing new."""
+    s3_endpoints: tuple[Endpoint, ...] = ()
+    """The object stores any BatchJob may name whatever their address
+    (``HPCBRIDGE_S3_ENDPOINTS``; ``hooks.core.spec.endpoints``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +125,7 @@ def parse_call(
         parsed=parse_routed(parent.get("spec"), rules,
                             sites=_group(related, SITE_GROUP, namespace),
                             namespace=_group(related, NAMESPACE_GROUP, namespace).get(namespace),
-                            direct=policy.direct_clusters),
+                            direct=policy.direct_clusters, endpoints=policy.s3_endpoints),
         logs=logs_choice(parent.get("spec")),
         created=response.parse_time(metadata.get("creationTimestamp")),
         previous=record.from_raw(previous, rules),

@@ -22,7 +22,8 @@ from minio import Minio
 
 from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
-from hooks.pods.movers.store import MoveError, download, objects
+from hooks.pods.movers.errors import MoveError
+from hooks.pods.movers.store import download, objects
 from hooks.ssh.files import RemoteFiles
 
 MARK = ".staged"

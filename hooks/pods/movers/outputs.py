@@ -8,7 +8,9 @@ BatchJob's: an object is replaced only if its metadata names this BatchJob (``OW
 only if it holds the same bytes already or its ``user.hpcbridge.owner`` attribute names this
 BatchJob; anything else is an error naming it. A file in a claim is written under a temporary
 name, synced and renamed, so it is never partial under its final name; a run again after a kill
-gives the same objects and files.
+gives the same objects and files. It keeps the source's permission bits, never wider than 0644
+(``FILE_MODE``): a file only its owner may read on the cluster stays so in the claim, and
+nothing becomes executable or set-id.
 """
 
 from __future__ import annotations
@@ -30,19 +32,23 @@ from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
 from hooks.deadline import Deadline
 from hooks.pods.movers import workers
-from hooks.pods.movers.store import MoveError, Verified, part_size, stored, upload
+from hooks.pods.movers.errors import MoveError
+from hooks.pods.movers.store import Verified, part_size, stored, upload
 from hooks.ssh.client import Connection, Remote
 from hooks.ssh.files import RemoteFiles
 
 LIST = RESOLVE + r"""
 cd -- "$d" || exit 3
-find . -type f -printf '%s %P\0'"""
+find . -type f -printf '%m %s %P\0'"""
 HASH = RESOLVE + r"""
 cd -- "$d" || exit 3
 xargs -0 -r sha256sum --"""
 ATTRIBUTE = "user.hpcbridge.owner"
 TIMEOUT = 3600.0
 SMALL = 1024 * 1024
+FILE_MODE = 0o644
+"""The widest mode of a file written into a claim: the source's own permission bits, never more
+than these (no execute, no group or world write, no set-id or sticky bit)."""
 
 
 def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
@@ -52,7 +58,7 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
     the digests of the larger ones, which are then copied one at a time: into a claim as the
     cluster still computes them (a file's digest is needed once its last byte is read), to S3
     once they are known (an object's metadata holds it)."""
-    sizes = _listing(conn, remote_dir)
+    sizes, modes = _listing(conn, remote_dir)
     chosen: list[tuple[dict[str, Any], str]] = []
     for item in plan:
         found = sorted(p for p in sizes if matches(item["pattern"], p))
@@ -69,7 +75,8 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
 
     def copy(on: RemoteFiles, job: tuple[dict[str, Any], str]) -> int:
         path = job[1]
-        return _copy(on, s3, *job, size=sizes[path], remote_dir=remote_dir, owner=owner,
+        return _copy(on, s3, *job, size=sizes[path], mode=modes[path], remote_dir=remote_dir,
+                     owner=owner,
                      digest=lambda: digests[path] if path in digests else later()[path])
 
     total = workers.each(conn, small, copy)
@@ -78,8 +85,8 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
 
 
 def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str, *, size: int,
-          digest: Callable[[], str], remote_dir: str, owner: str) -> int:
-    """Copy one output; its size."""
+          mode: int, digest: Callable[[], str], remote_dir: str, owner: str) -> int:
+    """Copy one output (``mode``: the source's permission bits); its size."""
     reader = Verified(functools.partial(files.read, f"{remote_dir}/{path}", size), size, digest,
                       path, part=part_size(size) if "s3" in item else 0)
     try:
@@ -87,7 +94,7 @@ def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str,
             assert s3 is not None
             _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
         else:
-            _to_claim(Path(item["dir"]), path, reader, owner)
+            _to_claim(Path(item["dir"]), path, reader, owner, mode & FILE_MODE)
     except MoveError as err:
         if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
             raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
@@ -97,21 +104,22 @@ def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str,
     return size
 
 
-def _listing(conn: Remote, remote_dir: str) -> dict[str, int]:
+def _listing(conn: Remote, remote_dir: str) -> tuple[dict[str, int], dict[str, int]]:
     """The attempt's files (but the hooks' own: names starting with '.' or 'hpcbridge' at its
-    top) by path, with their sizes."""
+    top) by path: their sizes, and their permission bits."""
     result = conn.run(["sh", "-c", LIST, "hpcbridge-outputs", remote_dir],
                       deadline=Deadline.after(300))
     if result.exit_status != 0:
         raise MoveError(Reason.NONE, "The attempt's directory could not be listed "
                                      f"(exit {result.exit_status}).")
-    found = {}
+    sizes, modes = {}, {}
     for entry in result.stdout.split(b"\0"):
-        size, _, name = entry.decode(errors="surrogateescape").partition(" ")
+        mode, _, rest = entry.decode(errors="surrogateescape").partition(" ")
+        size, _, name = rest.partition(" ")
         if not name or name.partition("/")[0].startswith((".", "hpcbridge")):
             continue
-        found[name] = int(size)
-    return found
+        sizes[name], modes[name] = int(size), int(mode, 8)
+    return sizes, modes
 
 
 def _check_names(paths: set[str]) -> None:
@@ -143,14 +151,18 @@ def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> No
     upload(s3, bucket, key, reader, owner)
 
 
-def _to_claim(root: Path, path: str, reader: Verified, owner: str) -> None:
+def _to_claim(root: Path, path: str, reader: Verified, owner: str, mode: int) -> None:
+    """Write the reader's file at ``path`` in the claim with ``mode``, exactly (whatever the
+    umask), from the moment it exists under its temporary name."""
     folder = _directory(root, path.split("/")[:-1])
     target = folder / path.rpartition("/")[2]
-    if _taken(target, reader, owner):
+    if _taken(target, reader, owner, mode):
         return
     temporary = folder / f".{target.name}.{owner}.part"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    temporary.unlink(missing_ok=True)  # a killed run's, whatever its mode
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
             while chunk := reader.read(1024 * 1024):
                 out.write(chunk)
@@ -187,23 +199,42 @@ def _directory(root: Path, parts: list[str]) -> Path:
     return here
 
 
-def _taken(target: Path, reader: Verified, owner: str) -> bool:
-    """Whether ``target`` holds the reader's bytes already; refused when it holds others that
-    are not this BatchJob's."""
+def _taken(target: Path, reader: Verified, owner: str, mode: int) -> bool:
+    """Whether ``target`` holds the reader's bytes already (if it is this BatchJob's and its
+    mode is wider than ``mode``, it is narrowed); refused when it holds others that are not this
+    BatchJob's."""
     try:
         info = os.lstat(target)
     except FileNotFoundError:
         return False
     if stat.S_ISREG(info.st_mode):
+        ours = _ours(target, owner)
         if info.st_size == reader.size and _sha256(target) == reader.expected:
+            if ours and stat.S_IMODE(info.st_mode) & ~mode:
+                _narrow(target, mode)
             return True
-        try:
-            if os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode():
-                return False
-        except OSError:
-            pass
+        if ours:
+            return False
     raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(target.name)} exists in the claim and is not "
                     "an output of this BatchJob; it is left as it is.", final=True)
+
+
+def _narrow(target: Path, mode: int) -> None:
+    """Set ``target``'s mode to ``mode`` (a copy an earlier run wrote wider), never through a
+    symbolic link."""
+    fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _ours(target: Path, owner: str) -> bool:
+    """Whether ``target``'s ``user.hpcbridge.owner`` attribute names this BatchJob."""
+    try:
+        return os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode()
+    except OSError:
+        return False
 
 
 def _sha256(path: Path) -> str:

@@ -1,7 +1,8 @@
 """The mover program (``python -m hooks.pods.movers``, the mover Pods' command, or
 ``hpcbridge movers``): log in to the cluster as the log Pod does (the SSH Secret mounted at
 ``--secret-dir``, jump hosts from ``--jump``), open the object store with the S3 Secret mounted
-at ``--s3-secret-dir``, copy what ``--plan`` says, and write the report
+at ``--s3-secret-dir`` (at a public address only, unless ``--endpoint-allowed``:
+``hooks.pods.movers.peer``), copy what ``--plan`` says, and write the report
 (``hooks.core.wire.mover_pods.Report``) to ``--report``, the Pod's termination message.
 
 Exit 0: done, or (outputs) failed for good (the report says which); exit 1: the run failed
@@ -26,7 +27,8 @@ from hooks.core.status.transfers import Stage
 from hooks.core.wire.mover_pods import Report
 from hooks.pods import login
 from hooks.pods.movers import inputs, outputs
-from hooks.pods.movers.store import MoveError, client
+from hooks.pods.movers.errors import MoveError
+from hooks.pods.movers.store import client
 from hooks.ssh import errors
 from hooks.ssh.files import RemoteFiles
 
@@ -60,8 +62,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 def _run(args: argparse.Namespace) -> tuple[int, int]:
     plan = json.loads(args.plan)
-    s3 = (client(args.endpoint, args.region, Path(args.s3_secret_dir))
-          if args.endpoint else None)
+    s3 = (client(args.endpoint, args.region, Path(args.s3_secret_dir),
+                 allowed=args.endpoint_allowed) if args.endpoint else None)
     conn = login.log_in(args)
     try:
         files = RemoteFiles(conn)
@@ -105,6 +107,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--plan", required=True, help="what to copy (JSON)")
     parser.add_argument("--report", required=True, help="the termination message's file")
     parser.add_argument("--endpoint", default="")
+    parser.add_argument("--endpoint-allowed", action="store_true",
+                        help="the endpoint is on an allow-list: reach it at any address (else "
+                             "only at a public one)")
     parser.add_argument("--region", default="")
     parser.add_argument("--s3-secret-dir", default="")
     return parser

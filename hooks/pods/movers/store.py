@@ -20,6 +20,8 @@ from minio import Minio
 from minio.error import MinioException, S3Error
 
 from hooks.core.values.reasons import Reason
+from hooks.pods.movers import peer
+from hooks.pods.movers.errors import MoveError as MoveError  # re-exported
 from hooks.pods.movers.workers import WORKERS
 
 MIB = 1024 * 1024
@@ -39,17 +41,6 @@ DENIED = {"AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "Invali
 NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "NoSuchObject", "ResourceNotFound"}
 
 
-class MoveError(Exception):
-    """A copy failed: its reason (``NONE`` for trouble that a run again may not meet) and one
-    sentence. ``final``: running again cannot help (outputs only)."""
-
-    def __init__(self, reason: Reason, message: str, *, final: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.final = final
-
-
 @dataclass(frozen=True)
 class Stored:
     size: int
@@ -57,8 +48,11 @@ class Stored:
     sha256: str
 
 
-def client(endpoint: str, region: str, secret_dir: Path) -> Minio:
-    """A client for ``endpoint`` with the keys of the mounted S3 Secret."""
+def client(endpoint: str, region: str, secret_dir: Path, *, allowed: bool = False) -> Minio:
+    """A client for ``endpoint`` with the keys of the mounted S3 Secret. Unless the endpoint is
+    ``allowed`` (on an allow-list, the hooks say), each of its connections must lead to a
+    public address (``hooks.pods.movers.peer``). A redirect is never followed (S3 answers none
+    to a working request): the client talks to the endpoint it was given, and to no other."""
     def value(key: str) -> str | None:
         path = secret_dir / key
         return path.read_text().strip() if path.is_file() else None
@@ -70,7 +64,10 @@ def client(endpoint: str, region: str, secret_dir: Path) -> Minio:
     scheme, _, host = endpoint.partition("://")
     http = urllib3.PoolManager(
         maxsize=WORKERS + 1, timeout=urllib3.Timeout(connect=10, read=120),
-        retries=urllib3.Retry(total=3, backoff_factor=0.5, status_forcelist=[500, 502, 503, 504]))
+        retries=urllib3.Retry(total=3, backoff_factor=0.5, status_forcelist=[500, 502, 503, 504],
+                              redirect=False))
+    if not allowed:
+        http.pool_classes_by_scheme = peer.POOLS
     return Minio(host.rstrip("/"), access_key=access, secret_key=secret,
                  session_token=value("AWS_SESSION_TOKEN"), secure=scheme == "https",
                  region=region or "us-east-1", http_client=http)
