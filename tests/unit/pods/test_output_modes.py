@@ -9,7 +9,7 @@ import hashlib
 import os
 import stat
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from hooks.deadline import Deadline
 from hooks.pods.movers import outputs
 from hooks.pods.movers.store import Verified
-from hooks.ssh.client import Completed
+from hooks.ssh.client import Completed, Target
 
 OWNER = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
 
@@ -25,10 +25,18 @@ OWNER = "2b7e1f6a-5c3d-4e8f-9a0b-1c2d3e4f5a6b"
 class LocalShell:
     """A ``Remote`` whose commands run on this machine."""
 
+    target = Target("localhost", 22)
+
     def run(self, argv: Sequence[str], *, stdin: bytes = b"", deadline: Deadline) -> Completed:
         done = subprocess.run(list(argv), input=stdin, capture_output=True, check=False,
                               timeout=30)
         return Completed(done.returncode, done.stdout, done.stderr)
+
+    def stream(self, argv: Sequence[str], sink: Callable[[bytes], None], *, stdin: bytes = b"",
+               deadline: Deadline) -> tuple[int, bytes]:
+        done = self.run(argv, stdin=stdin, deadline=deadline)
+        sink(done.stdout)
+        return done.exit_status, done.stderr
 
 
 def reader(data: bytes) -> Verified:
@@ -47,7 +55,7 @@ def test_the_listing_reads_each_files_mode(tmp_path: Path) -> None:
         path = attempt / ("sub" if i % 2 else "") / f"f{i}"
         path.write_bytes(b"x" * i)
         os.chmod(path, mode)
-    sizes, modes = outputs._listing(LocalShell(), str(attempt))  # type: ignore[arg-type]
+    sizes, modes = outputs._listing(LocalShell(), str(attempt))
     for i, (mode, _) in enumerate(MODES):
         name = f"sub/f{i}" if i % 2 else f"f{i}"
         assert (sizes[name], modes[name]) == (i, mode), name

@@ -10,12 +10,12 @@ from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target
-from hooks.ssh.pool import Pool
+from hooks.ssh.pool import Connector, Pool
 
 TARGET = Target("login.hpc.example.org", 22)
 
 
-def failing(error: type[errors.SSHError]) -> object:
+def failing(error: type[errors.SSHError]) -> Connector:
     def connect(target: Target, credentials: Credentials, deadline: Deadline,
                 via: Connection | None, toward: str | None) -> Connection:
         raise error(target.host, f"{target.host} failed")
@@ -42,7 +42,7 @@ def test_a_failed_connect_says_whether_the_host_answered(
     error: type[errors.SSHError], outcome: str
 ) -> None:
     metrics = Metrics()
-    pool = Pool(metrics, connector=failing(error))  # type: ignore[arg-type]
+    pool = Pool(metrics, connector=failing(error))
     with pytest.raises(error), pool.open(TARGET, Credentials("alice", password="a"),
                                          deadline=Deadline.after(5)):
         pass
