@@ -108,9 +108,7 @@ def parse_call(
     parent = _parent(body, "object" if shape == "decorator" else "parent")
     metadata = parent["metadata"]
     namespace = metadata["namespace"]
-    finalizing = body.get("finalizing", False)
-    if not isinstance(finalizing, bool):
-        raise BadHookRequest("'finalizing' must be true or false")
+    finalizing = _finalizing(body)
     annotations = metadata.get("annotations")
     previous = parent.get("status") or {}
     related = body.get("related") or {}
@@ -207,6 +205,14 @@ def _site_keys(sites: Mapping[str, Mapping[str, Any]], rules: Rules) -> dict[str
 
 def _names(values: list[object]) -> set[str]:
     return {v for v in values if isinstance(v, str) and DNS_SUBDOMAIN.fullmatch(v)}
+
+
+def _finalizing(body: Mapping[str, Any]) -> bool:
+    """The request's ``finalizing``: true or false, nothing else."""
+    finalizing = body.get("finalizing", False)
+    if not isinstance(finalizing, bool):
+        raise BadHookRequest("'finalizing' must be true or false")
+    return finalizing
 
 
 def _dict(value: object) -> Mapping[str, Any]:
