@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from hooks.core.sites.batchcluster import Site, SiteError, beyond, free_form_beyond, parse_site
+from hooks.core.sites.batchcluster import Site, SiteError, parse_site
+from hooks.core.sites.limits import beyond, free_form_beyond
 from hooks.core.spec.batchjob import ParsedSpec, Placement, digest, parse
 from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.layout import DNS_SUBDOMAIN
