@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from hooks.core.decide import answer
 from hooks.core.decide.rounds import Round
-from hooks.core.status import lifecycle
+from hooks.core.status import unsent
 from hooks.core.status.record import Status
 from hooks.core.status.transfers import Stage, Transfer
 from hooks.core.values.job import JobRequest
@@ -43,7 +43,7 @@ def gate(at: Round, job: JobRequest) -> tuple[JobRequest, Transfer | None] | Sta
     pod = mover_pods.pod_name(call.name, "inputs")
     message = (f"Staging the inputs (Pod {pod}): {seen.message}" if seen.message
                else f"The inputs are being staged on the cluster by Pod {pod}.")
-    new = lifecycle.staging(prev, plan, backend=at.where.backend, cluster=at.where.cluster,
+    new = unsent.staging(prev, plan, backend=at.where.backend, cluster=at.where.cluster,
                             reason=seen.reason or Reason.STAGING_INPUTS, message=message)
     return replace(new, inputs=seen)
 

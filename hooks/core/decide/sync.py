@@ -31,7 +31,7 @@ from hooks.core.decide.effects import (
 from hooks.core.decide.rounds import Round, attempt_placement, credentials, generation
 from hooks.core.spec import payload
 from hooks.core.spec.batchjob import Placement, digest
-from hooks.core.status import aggregate, dependencies, lifecycle
+from hooks.core.status import aggregate, dependencies, lifecycle, unsent
 from hooks.core.status.lifecycle import Due, Plan
 from hooks.core.status.record import Status
 from hooks.core.values.job import (
@@ -103,7 +103,7 @@ def _round(call: Call, prev: Status) -> Effects[Status | Reached]:
         return lifecycle.invalid_spec(prev, call.parsed.error, backend=call.parsed.backend)
     submit = spec if plan.due is Due.SUBMIT else None
     if submit is not None and submit.suspend and not _tried(prev, plan):
-        return lifecycle.suspended(prev, plan, backend=where.backend)
+        return unsent.suspended(prev, plan, backend=where.backend)
     seen = prev.dependencies if plan.attempt == prev.attempt else ()
     if submit is not None and submit.depends_on and not _tried(prev, plan):
         gated = _dependencies(call, prev, plan, submit, where.backend)
@@ -135,9 +135,9 @@ def _dependencies(call: Call, prev: Status, plan: Plan, spec: Spec,
         return replace(lifecycle.invalid_spec(prev, found.message, backend=backend),
                        dependencies=found.seen)
     if found.verdict is dependencies.Verdict.FAILED:
-        return lifecycle.dependency_failed(prev, plan, backend=backend, message=found.message,
+        return unsent.dependency_failed(prev, plan, backend=backend, message=found.message,
                                            seen=found.seen)
-    return lifecycle.waiting_for_dependencies(prev, plan, backend=backend,
+    return unsent.waiting_for_dependencies(prev, plan, backend=backend,
                                               message=found.message, seen=found.seen)
 
 

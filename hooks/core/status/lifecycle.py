@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hooks.core.status.aggregate import Summary
-from hooks.core.status.dependencies import Seen
 from hooks.core.status.record import Status
 from hooks.core.values.job import ClusterRef, JobRef
 from hooks.core.values.phases import TERMINAL_PHASES, Phase
@@ -81,7 +80,7 @@ def submitted(
     """The attempt has a job id on ``cluster``; its expected tasks (array tasks, procs) are
     what later queries expect to see, whatever the spec says by then."""
     return replace(
-        _fresh(prev, p, backend, cluster),
+        fresh(prev, p, backend, cluster),
         message=QUEUED,
         job_ids=job.expected_tasks,
         active=len(job.expected_tasks),
@@ -92,7 +91,7 @@ def submitted(
 def in_flight(prev: Status, p: Plan, *, backend: str, cluster: ClusterRef) -> Status:
     """Another call holds the attempt's submission guard and has not recorded a job id yet."""
     return replace(
-        _fresh(prev, p, backend, cluster),
+        fresh(prev, p, backend, cluster),
         reason=Reason.SUBMITTING,
         message=f"A submission of attempt {p.attempt} is in flight; waiting for its job id.",
     ).reached()
@@ -101,9 +100,8 @@ def in_flight(prev: Status, p: Plan, *, backend: str, cluster: ClusterRef) -> St
 def refused(
     prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, message: str
 ) -> Status:
-    fresh = _fresh(prev, p, backend, cluster)
     return replace(
-        fresh,
+        fresh(prev, p, backend, cluster),
         phase=Phase.FAILED,
         reason=Reason.SUBMIT_FAILED,
         message=f"The scheduler refused attempt {p.attempt}: {message}",
@@ -133,7 +131,7 @@ def observed(
     elif _queued_as_before(prev, p, summary):
         message, scheduler_reason = prev.message, prev.scheduler_reason
     return replace(
-        _fresh(prev, p, backend),
+        fresh(prev, p, backend),
         phase=summary.phase,
         reason=reason,
         message=message,
@@ -178,44 +176,12 @@ def unreachable(
         kept = prev.finished or held_by_hooks(prev)
         base = prev if kept else replace(prev, reason=reason, message=message)
     else:
-        base = replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
+        base = replace(fresh(prev, p, backend, cluster), reason=reason, message=message)
     contacted = reason not in NOT_CONTACTED
     return replace(
         base, reachable=False if contacted else None, reachability_reason=str(reason),
         reachability_message=message,
     )
-
-
-def suspended(prev: Status, p: Plan, *, backend: str) -> Status:
-    """``spec.suspend`` before the attempt was submitted: it waits, nothing is sent."""
-    return replace(
-        _fresh(prev, p, backend),
-        reason=Reason.SUSPENDED,
-        message=f"The BatchJob is suspended; attempt {p.attempt} is submitted once "
-                "spec.suspend is false.",
-    )
-
-
-def waiting_for_dependencies(prev: Status, p: Plan, *, backend: str, message: str,
-                             seen: tuple[Seen, ...]) -> Status:
-    """The attempt waits for the BatchJobs it depends on; nothing is sent, not even its
-    inputs."""
-    return replace(_fresh(prev, p, backend), reason=Reason.WAITING_FOR_DEPENDENCY,
-                   message=message, dependencies=seen)
-
-
-def dependency_failed(prev: Status, p: Plan, *, backend: str, message: str,
-                      seen: tuple[Seen, ...]) -> Status:
-    """A dependency can no longer reach its condition: the attempt ends unsent."""
-    return replace(_fresh(prev, p, backend), phase=Phase.FAILED,
-                   reason=Reason.DEPENDENCY_FAILED, message=message, dependencies=seen)
-
-
-def staging(
-    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, reason: Reason, message: str,
-) -> Status:
-    """The attempt waits for its S3 or claim inputs to be staged (``hooks.core.decide.staging``)."""
-    return replace(_fresh(prev, p, backend, cluster), reason=reason, message=message)
 
 
 def collecting_outputs(status: Status) -> bool:
@@ -285,7 +251,7 @@ def deleted(prev: Status) -> Status:
     ).reached()
 
 
-def _fresh(prev: Status, p: Plan, backend: str, cluster: ClusterRef | None = None) -> Status:
+def fresh(prev: Status, p: Plan, backend: str, cluster: ClusterRef | None = None) -> Status:
     """A status for attempt ``p.attempt`` before it has a job id; it keeps the attempt's
     cluster when it has one."""
     same = prev.attempt == p.attempt

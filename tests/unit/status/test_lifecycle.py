@@ -8,7 +8,7 @@ from typing import TypedDict, Unpack
 
 import pytest
 
-from hooks.core.status import lifecycle
+from hooks.core.status import lifecycle, unsent
 from hooks.core.status.aggregate import summarize
 from hooks.core.status.lifecycle import Due, Plan, plan
 from hooks.core.status.record import Status, to_raw
@@ -362,7 +362,7 @@ def test_deadline_exceeded_says_what_was_cancelled(
 def test_suspended_before_submission_keeps_the_attempts_cluster() -> None:
     prev = Status(reason=Reason.SECRET_NOT_FOUND, attempt=1, attempt_generation=1,
                   cluster=ClusterRef("h", 22, "s", False, work_dir="/w"))
-    new = lifecycle.suspended(prev, Plan(Due.SUBMIT, 1, 1, 0), backend="slurm")
+    new = unsent.suspended(prev, Plan(Due.SUBMIT, 1, 1, 0), backend="slurm")
     assert (new.phase, new.reason, new.attempt, new.cluster) == (
         Phase.PENDING, Reason.SUSPENDED, 1, prev.cluster)
     assert "attempt 1" in new.message
