@@ -23,7 +23,8 @@ from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
 from hooks.ssh import errors
 from hooks.ssh.client import OVERRUN, Jump, Remote, Target
-from hooks.ssh.pool import Connections, Pool, pool_key
+from hooks.ssh.pool import Connections, Pool
+from hooks.ssh.pool_keys import pool_key
 
 SSH_REASONS: Mapping[type[errors.SSHError], Reason] = {
     errors.HostKeyMismatch: Reason.HOST_KEY_MISMATCH,

@@ -24,7 +24,6 @@ as a pooled target routes through it, and closes with the last of them.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +36,7 @@ from hooks.metrics import Metrics
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Remote, Target
 from hooks.ssh.login import connect_leg, jump_target
+from hooks.ssh.pool_keys import pool_key, route_keys
 from hooks.ssh.slots import Failed, HopSlot, PooledConnection, TargetSlot
 
 Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | None], Connection]
@@ -44,28 +44,6 @@ Connector = Callable[[Target, Credentials, Deadline, Connection | None, str | No
 ``hooks.ssh.login.connect_leg`` takes them."""
 Address = tuple[str, int, tuple[str, ...]]
 """A host, its port, and the pool keys of the jump hosts it is reached through."""
-
-
-def pool_key(target: Target, credentials: Credentials) -> str:
-    """The key of a pooled connection and of the answers shared over it: host, port, the
-    host-key choice, the whole credential set, the route, each jump host's host, port,
-    host-key choice and credentials included, and the BatchCluster the route comes from (two
-    with the same host and logins share no connection, whose ``cluster`` label and messages
-    name one of them)."""
-    own = credentials.fingerprint(target.host, target.port,
-                                  target.insecure_skip_host_key_check)
-    if not target.jump and not target.site:
-        return own
-    route = tuple(jump.credentials.fingerprint(jump.host, jump.port,
-                                               jump.insecure_skip_host_key_check)
-                  for jump in target.jump)
-    return hashlib.sha256(repr((own, target.site, *route)).encode()).hexdigest()[:32]
-
-
-def route_keys(target: Target) -> tuple[str, ...]:
-    """The pool keys of the connections to the target's jump hosts, first to last."""
-    return tuple(pool_key(jump_target(target, number), jump.credentials)
-                 for number, jump in enumerate(target.jump))
 
 
 class Connections(Protocol):

@@ -15,7 +15,8 @@ from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target
-from hooks.ssh.pool import Pool, pool_key
+from hooks.ssh.pool import Pool
+from hooks.ssh.pool_keys import pool_key
 
 TARGET = Target("login.hpc.example.org", 22)
 

@@ -7,7 +7,8 @@ from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh.client import Jump, Target
-from hooks.ssh.pool import Pool, pool_key
+from hooks.ssh.pool import Pool
+from hooks.ssh.pool_keys import pool_key
 from tests.unit.ssh.test_pool import BASTION, Connector
 
 LOGIN = Credentials("alice", private_key="key", known_hosts="the sites' keys")
