@@ -16,13 +16,13 @@ import datetime
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hooks.core.sites.secret import (
-    Credentials,
+from hooks.core.sites.openssh import (
     SecretError,
     check_certificate,
     check_known_hosts,
     read_certificate,
 )
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Jump, Target

@@ -23,9 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from hooks.core.sites.secret import (
-    SecretError,
-)
+from hooks.core.sites.openssh import SecretError
 from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.job import JobRef
 from hooks.deadline import Deadline

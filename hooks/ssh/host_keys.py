@@ -29,7 +29,7 @@ class KnownKeys:
 def known_host_keys(credentials: Credentials, target: Target) -> KnownKeys:
     """The keys known_hosts lists for the target's known_hosts name (hashed names included).
 
-    Lines ``hooks.core.sites.secret.check_known_hosts`` refuses never get here from a Secret the
+    Lines ``hooks.core.sites.openssh.check_known_hosts`` refuses never get here from a Secret the
     hooks parsed; this reads what it can and skips the rest (a key type paramiko does not
     know, say). ``@cert-authority`` lines are skipped: host certificates cannot be verified.
     """

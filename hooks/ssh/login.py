@@ -18,7 +18,8 @@ import socket
 
 import paramiko
 
-from hooks.core.sites.secret import Credentials, SecretError, read_certificate
+from hooks.core.sites.openssh import SecretError, read_certificate
+from hooks.core.sites.secret import Credentials
 from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target

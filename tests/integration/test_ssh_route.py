@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core.sites.secret import Credentials, SecretError, parse_secret
+from hooks.core.sites.openssh import SecretError
+from hooks.core.sites.secret import Credentials, parse_secret
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
 from hooks.ssh import errors

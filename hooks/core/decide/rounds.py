@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hooks.core.decide.effects import Access, Action, Effect, Trouble
-from hooks.core.sites.secret import Credentials, SecretError, parse_secret
+from hooks.core.sites.openssh import SecretError
+from hooks.core.sites.secret import Credentials, parse_secret
 from hooks.core.spec.batchjob import Placement
 from hooks.core.status import lifecycle
 from hooks.core.status.lifecycle import Plan

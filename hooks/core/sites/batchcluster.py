@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.core.sites.limits import Limits, free_form_beyond, read_limits, within
-from hooks.core.sites.secret import SecretError, check_known_hosts
+from hooks.core.sites.openssh import SecretError, check_known_hosts
 from hooks.core.sites.selector import Selector, parse_selector
 from hooks.core.spec.batchjob import parse_resources
 from hooks.core.spec.endpoints import Endpoint, parse_list

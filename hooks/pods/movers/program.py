@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from hooks.core.sites.secret import SecretError
+from hooks.core.sites.openssh import SecretError
 from hooks.core.status.transfers import Stage
 from hooks.core.wire.mover_pods import Report
 from hooks.pods import login

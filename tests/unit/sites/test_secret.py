@@ -14,14 +14,8 @@ from typing import Any
 
 import pytest
 
-from hooks.core.sites.secret import (
-    FOREVER,
-    Credentials,
-    SecretError,
-    check_known_hosts,
-    parse_secret,
-    read_certificate,
-)
+from hooks.core.sites.openssh import FOREVER, SecretError, check_known_hosts, read_certificate
+from hooks.core.sites.secret import Credentials, parse_secret
 from tests.unit.conftest import Keygen
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA\n-----END OPENSSH " \
