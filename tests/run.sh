@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (`make test`): lint and types, unit and static tests, then the tests
-# against the real SLURM cluster and HTCondor pool, the SSH bastion in front of them and the S3
-# object store (SeaweedFS) the data movers copy to and from, which
+# against the real SLURM cluster and HTCondor pool, the SSH bastion in front of them, the S3
+# object store (SeaweedFS) the data movers copy to and from and the container registries the
+# clusters pull images from (with Podman and Charliecloud set up for the clusters' users), which
 # this script brings up and, when it started them, stops again by PID. Clusters left up by an
 # earlier run are reused as they are.
 set -uo pipefail
@@ -45,6 +46,7 @@ stop_clusters() {
   bash tests/clusters/slurm-down.sh --started "$work/started-slurm" || true
   bash tests/clusters/condor-down.sh --started "$work/started-condor" || true
   bash tests/clusters/s3-down.sh --started "$work/started-s3" || true
+  bash tests/clusters/registry-down.sh --started "$work/started-registry" || true
   rm -rf "$work"
 }
 trap stop_clusters EXIT
@@ -68,6 +70,15 @@ step "bringing up the SSH bastion"
 CI=true setsid -w bash tests/clusters/bastion-up.sh --started "$work/started-bastion" \
   </dev/null >"$work/bastion-up.log" 2>&1 || { cat "$work/bastion-up.log"; fail "bastion bring-up"; }
 tail -n 1 "$work/bastion-up.log"
+# The container registries (their CA trusted on this machine and in the pool's rootfs) and the
+# container runtimes for the clusters' users; both need the clusters' users and rootfs.
+step "bringing up the container registries and runtimes"
+CI=true setsid -w bash tests/clusters/registry-up.sh --started "$work/started-registry" \
+  </dev/null >"$work/registry-up.log" 2>&1 || { cat "$work/registry-up.log"; fail "registry bring-up"; }
+tail -n 1 "$work/registry-up.log"
+CI=true setsid -w bash tests/clusters/runtimes-up.sh \
+  </dev/null >"$work/runtimes-up.log" 2>&1 || { cat "$work/runtimes-up.log"; fail "container runtimes set-up"; }
+tail -n 1 "$work/runtimes-up.log"
 
 # The clusters were just brought up: from here on a cluster test that cannot run is a failure.
 step "integration tests (in parallel)"

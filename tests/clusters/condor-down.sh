@@ -50,7 +50,14 @@ PIDS=$STATE/pids
 exec 9>"$STATE/lock"
 flock -w 900 9 || die "timed out waiting for $STATE/lock (another condor-up.sh/condor-down.sh)"
 
-in_rootfs() { [ "$(readlink "/proc/$1/root" 2>/dev/null)" = "$ROOTFS" ]; }
+# The root directory of PID is our rootfs, compared by device and inode: the daemons' root is
+# the rootfs made the root of their mount namespace (pivot_root), where readlink says "/".
+in_rootfs() {
+  local want got
+  want=$(stat -c %d:%i "$ROOTFS" 2>/dev/null) || return 1
+  got=$(stat -L -c %d:%i "/proc/$1/root" 2>/dev/null) || return 1
+  [ "$got" = "$want" ]
+}
 
 # True if PID runs BINARY (basename) chrooted in our rootfs. A zombie has no root link, so it
 # counts as gone; the root check also guards against PID reuse.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bring up a real HTCondor pool (master, collector, negotiator, schedd, startd) and an OpenSSH
-# "submit host", all on 127.0.0.1. Bookworm has no HTCondor, so both run chrooted in a
+# "submit host", all on 127.0.0.1. Bookworm has no HTCondor, so both run in (pivot_root into) a
 # debootstrapped Debian rootfs (default trixie) kept in the state dir and reused by later runs.
 #
 # Usage (as root): condor-up.sh [--started FILE]
@@ -106,12 +106,21 @@ chroot_run() {
   chroot "$ROOTFS" /usr/bin/env -i PATH="$CHROOT_PATH" HOME=/root LANG=C.UTF-8 "$@" 9>&-
 }
 
-# True if PID runs BINARY (basename) chrooted in our rootfs. The root check also guards against
-# PID reuse; until a starting wrapper has exec'd chroot, root is still / (pitfall 7).
+# True if PID's root directory is our rootfs. The daemons' root is the rootfs made the root of
+# their own mount namespace (pivot_root, see start_daemon), where readlink /proc/PID/root says "/":
+# the directory is compared by device and inode, which works for chroot and pivot_root alike.
+in_our_root() { # PID
+  local want got
+  want=$(stat -c %d:%i "$ROOTFS" 2>/dev/null) || return 1
+  got=$(stat -L -c %d:%i "/proc/$1/root" 2>/dev/null) || return 1
+  [ "$got" = "$want" ]
+}
+
+# True if PID runs BINARY (basename) in our rootfs. The root check also guards against PID
+# reuse; until a starting wrapper has exec'd into the rootfs, root is still / (pitfall 7).
 is_ours() {
-  local root exe
-  root=$(readlink "/proc/$1/root" 2>/dev/null) || return 1
-  [ "$root" = "$ROOTFS" ] || return 1
+  local exe
+  in_our_root "$1" || return 1
   exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
   exe=${exe% (deleted)}
   [ "${exe##*/}" = "$2" ]
@@ -128,7 +137,7 @@ rootfs_pids() { # GLOB
   local p pid exe
   for p in /proc/[0-9]*; do
     pid=${p#/proc/}
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOTFS" ] || continue
+    in_our_root "$pid" || continue
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
     exe=${exe% (deleted)}
     # shellcheck disable=SC2053
@@ -152,7 +161,7 @@ claim_port() { # PORT WHAT
   local pid desc=
   port_in_use "$1" || { reserve_ports "$1"; return 0; }
   for pid in $(port_holders "$1"); do
-    if [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$ROOTFS" ]; then
+    if in_our_root "$pid"; then
       log "port $1 is held by pid $pid, a leftover in our rootfs: stopping it"
       kill -TERM "$pid" 2>/dev/null || true
       wait_until 10 port_free "$1" || kill -KILL "$pid" 2>/dev/null || true
@@ -417,23 +426,29 @@ configure() {
   write_sshd_config
 }
 
-# Starts NAME chrooted in the rootfs, in its own session and mount namespace where the rootfs is
+# Starts NAME in the rootfs, in its own session and mount namespace where the rootfs is
 # bind-mounted onto itself (HTCondor's per-job mount namespace needs / to be a mount point,
-# pitfall 3) and /proc is mounted; those mounts vanish with the namespace. Every step execs, so
-# $! is the daemon's own PID. env --default-signal undoes the SIGINT/SIGQUIT ignore that bash
-# gives background jobs, which the daemon would otherwise inherit.
+# pitfall 3), /proc, /sys (with the cgroup hierarchies) and a tmpfs on /dev/shm are mounted, and
+# the rootfs becomes the namespace's root with pivot_root rather than chroot: the kernel refuses
+# a chrooted process a new user namespace (EPERM), which rootless Podman and ch-run need in jobs
+# and ssh sessions. Those mounts vanish with the namespace. Every step execs, so $!
+# is the daemon's own PID. env --default-signal undoes the SIGINT/SIGQUIT ignore that bash gives
+# background jobs, which the daemon would otherwise inherit.
 start_daemon() { # NAME COMMAND...
   local name=$1 pid
   shift
   env --default-signal=INT,QUIT setsid unshare --mount --propagation private -- sh -c \
-    'mount --bind "$0" "$0" && mount -t proc proc "$0/proc" && exec chroot "$0" /usr/bin/env -i PATH='"$CHROOT_PATH"' LANG=C.UTF-8 "$@"' \
+    'mount --bind "$0" "$0" && mount -t proc proc "$0/proc" && mount --rbind /sys "$0/sys" &&
+     mount -t tmpfs -o mode=1777,nosuid,nodev shm "$0/dev/shm" &&
+     cd "$0" && pivot_root . . && umount -l . && cd / &&
+     exec /usr/bin/env -i PATH='"$CHROOT_PATH"' LANG=C.UTF-8 "$@"' \
     "$ROOTFS" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
   pid=$!
   echo "$pid" >"$PIDS/$name.pid"
   record_started "$started_file" "$PIDS/$name.pid"
   if ! wait_until 15 came_up "$pid" "$name"; then
     tail -n 20 "$LOGS/$name.log" >&2
-    die "$name (pid $pid) did not come up chrooted in $ROOTFS (log: $LOGS/$name.log)"
+    die "$name (pid $pid) did not come up in $ROOTFS (log: $LOGS/$name.log)"
   fi
   log "started $name (pid $pid)"
 }
