@@ -16,6 +16,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
+from hooks import registry
 from hooks.admission import route_of
 from hooks.core.decide import answer, finalize, sync
 from hooks.core.decide.effects import (
@@ -29,12 +30,15 @@ from hooks.core.decide.effects import (
     Hold,
     ListActive,
     MarkEnded,
+    PrepareImage,
     Query,
     Release,
+    ResolveImage,
     Submit,
     Track,
     Trouble,
 )
+from hooks.core.values.image import ImageRef, ResolvedImage
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import SchedulerError
 from hooks.core.wire import request
@@ -123,6 +127,8 @@ class Executor:
             return transport.open(cluster, access, deadline=deadline)
 
         match effect.action:
+            case ResolveImage(image, credentials, allowed):
+                return self._resolve(image, credentials, allowed, budget)
             case Query(ref):
                 return rt.cache.lookup(key, scheduler, opener, ref, deadline=command())
             case Track(ref):
@@ -154,9 +160,27 @@ class Executor:
                 scheduler.cancel(conn, job_ids, deadline=deadline)
             case MarkEnded(remote_dir, phase):
                 scheduler.mark_ended(conn, remote_dir, phase, deadline=deadline)
+            case PrepareImage(pull):
+                return scheduler.prepare_image(conn, pull, deadline=deadline)
             case _:
                 raise TypeError(f"unknown action {action!r}")
         return None
+
+    def _resolve(self, image: ImageRef, credentials: tuple[str, str] | None,
+                 allowed: tuple[str, ...], budget: Deadline) -> ResolvedImage | Trouble:
+        """The registry's digest and config of ``image``; what it answered instead, as the
+        ``ImagePullBackOff`` sentence."""
+        settings = self.runtime.settings
+        budget.require(1, "asking the image registry")
+        try:
+            found = registry.resolve(image, credentials, allowed=allowed,
+                                     timeout=min(settings.registry_timeout, budget.left()),
+                                     ca_bundle=settings.registry_ca or None)
+        except registry.RegistryError as err:
+            # A registry out of reach may be stood in for by the cache; a refusal may not.
+            return Trouble(Reason.CLUSTER_UNREACHABLE if err.retryable
+                           else Reason.IMAGE_PULL_BACKOFF, err.sentence)
+        return ResolvedImage(found.digest, found.config)
 
     def _command_deadline(self, budget: Deadline, overrun: float) -> Callable[[], Deadline]:
         """The deadline of the next remote command: ``HPCBRIDGE_COMMAND_TIMEOUT`` plus what

@@ -76,6 +76,16 @@ ENVIRONMENT = {
         "HPCBRIDGE_DIRECT_CLUSTERS",
         "true or false: whether a BatchJob may name its host itself instead of a BatchCluster",
     ),
+    "registry_timeout": (
+        "HPCBRIDGE_REGISTRY_TIMEOUT",
+        "seconds the hooks may spend asking an image registry which digest one "
+        "spec.container.image names",
+    ),
+    "registry_ca": (
+        "HPCBRIDGE_REGISTRY_CA",
+        "a PEM file of certificate authorities trusted for image registries besides the "
+        "system's",
+    ),
     "s3_endpoints": (
         "HPCBRIDGE_S3_ENDPOINTS",
         "comma-separated object-store URLs (scheme, host, port) any BatchJob may name in "
@@ -109,6 +119,9 @@ class Settings:
     direct_clusters: bool = True
     """Unset means true, so that BatchJobs that name their host keep working; an
     installation that routes every BatchJob through BatchClusters sets false."""
+    registry_timeout: float = 10.0
+    registry_ca: str = ""
+    """Unset: the certificate authorities the hook server's image trusts."""
     s3_endpoints: tuple[Endpoint, ...] = ()
     """Unset, no store is allowed whatever its address: a BatchJob's endpoint must be public
     (``hooks.core.spec.endpoints``)."""

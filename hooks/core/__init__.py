@@ -11,14 +11,15 @@ The core is five floors, each a package that imports only the floors below it (i
 contract in ``pyproject.toml``). Start reading at the top, ``decide.sync``:
 
 ============  =================================================================================
-``decide``    the sync and finalize decisions, the rounds they play, staging, suspension, the
-              effects they ask the shell for and the answer they return
+``decide``    the sync and finalize decisions, the rounds they play, staging, the image, suspension,
+              the effects they ask the shell for and the answer they return
 ``wire``      Metacontroller's request and response shapes, the log Pod and the mover Pods
 ``status``    the status record, its stored fields read back, usage, transfers, aggregation of
               tasks and the life of an attempt
 ``sites``     BatchClusters, the route a BatchJob takes, label selectors and the login Secret
-``spec``      the BatchJob spec: parse, layout, data, env and inputs, payload
-``values``    phases, reasons, the job request, units, text, field readers, storage value types
+``spec``      the BatchJob spec: parse, layout, data, env and inputs, payload, the container
+``runtimes``  the container runtimes' command lines, and the batch script that runs an image
+``values``    phases, reasons, the job request, units, text, field readers, storage and image values
               and the scheduler SDK (``SchedulerRules``, ``SchedulerError``)
 ============  =================================================================================
 """

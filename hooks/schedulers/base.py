@@ -20,6 +20,7 @@ to the scheduler, and knows nothing else of either::
     [job id] -------------->|  cancel
     [job id] -------------->|  hold, release   (spec.suspend, for jobs waiting in the queue)
     remote_dir, phase ----->|  mark_ended      (the ``ended`` marker the log Pod waits for)
+    ImagePull ------------->|  prepare_image   (the image in the site's cache, or its pull)
     root, stale ----------->|  remove_directory (the BatchJob's directory, when it is deleted)
 
 Every operation takes the open connection and a ``Deadline``; the transport raises
@@ -35,6 +36,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from hooks.core.decide.effects import Access, Trouble
+from hooks.core.values.image import ImagePull, PreparedImage
 from hooks.core.values.job import ClusterRef, JobRef, JobRequest, SubmitOutcome
 from hooks.core.values.phases import TaskState
 from hooks.core.values.reasons import Reason
@@ -139,6 +141,12 @@ class Scheduler(SchedulerRules, Protocol[Taken]):
                    deadline: Deadline) -> None:
         """Record the attempt's final ``phase`` in its directory (the log Pod stops following
         when it appears) and remove what it no longer needs (its env file)."""
+        ...
+
+    def prepare_image(self, conn: Taken, pull: ImagePull, *,
+                      deadline: Deadline) -> PreparedImage:
+        """Find ``spec.container``'s image in the site's cache, or start or follow its pull
+        into it, in the background (``hooks.schedulers.image_cache``)."""
         ...
 
     def remove_directory(self, conn: Taken, root: str, stale_seconds: int, *,

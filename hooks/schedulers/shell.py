@@ -14,11 +14,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from hooks.core.decide.effects import Access, Trouble
+from hooks.core.values.image import ImagePull, PreparedImage
 from hooks.core.values.job import ClusterRef
 from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
 from hooks.metrics import Metrics
-from hooks.schedulers import files, guard
+from hooks.schedulers import files, guard, image_cache
 from hooks.schedulers.base import TransportError
 from hooks.settings import Settings
 from hooks.ssh import errors
@@ -82,7 +83,8 @@ def target(cluster: ClusterRef, access: Access) -> Target:
 
 class OverSSH:
     """What every scheduler run through a login node's shell shares: the transport, the
-    guard's files in the attempt directory, the ``ended`` marker and the directory's removal."""
+    guard's files in the attempt directory, the ``ended`` marker, the image cache
+    (``hooks.schedulers.image_cache``) and the directory's removal."""
 
     transport = ShellTransport
 
@@ -93,6 +95,10 @@ class OverSSH:
                    deadline: Deadline) -> None:
         conn.run(guard.mark_ended_command(remote_dir=remote_dir, phase=phase),
                  deadline=deadline)
+
+    def prepare_image(self, conn: Remote, pull: ImagePull, *,
+                      deadline: Deadline) -> PreparedImage:
+        return image_cache.prepare(conn, pull, deadline=deadline)
 
     def remove_directory(self, conn: Remote, root: str, stale_seconds: int, *,
                          deadline: Deadline) -> str | Trouble:

@@ -13,12 +13,13 @@ attempt's ``TaskState`` list, job ids, ``None`` for a cancel, the cleanup's word
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from hooks.core.sites.secret import Credentials
 from hooks.core.spec.batchjob import Placement
 from hooks.core.status.record import Status
+from hooks.core.values.image import ImagePull, ImageRef, PreparedImage, ResolvedImage
 from hooks.core.values.job import JobRef, JobRequest, SubmitOutcome
 from hooks.core.values.phases import TaskState
 from hooks.core.values.reasons import Reason
@@ -99,6 +100,26 @@ class Cancel:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolveImage:
+    """Ask the image's registry which digest the reference names, and the image's config
+    (answers ``ResolvedImage``, or ``Trouble`` with the registry's word: ``ImagePullBackOff``
+    for an answer that refuses, ``ClusterUnreachable`` when it could not be asked). ``allowed``
+    are the registries the site lists, asked whatever their address."""
+
+    image: ImageRef
+    credentials: tuple[str, str] | None = field(repr=False)
+    allowed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareImage:
+    """Find the image in the site's cache on the login node, or start or follow its pull
+    there (answers ``PreparedImage``)."""
+
+    pull: ImagePull
+
+
+@dataclass(frozen=True, slots=True)
 class Cleanup:
     """Remove the BatchJob's remote directory ``root`` unless a submission younger than
     ``stale`` seconds is in flight there (answers ``removed``, ``gone`` or ``busy``)."""
@@ -108,8 +129,9 @@ class Cleanup:
 
 
 Action = (Submit | Query | Track | Forget | MarkEnded | Hold | Release | ListActive | Cancel
-          | Cleanup)
-Result = SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
+          | Cleanup | ResolveImage | PrepareImage)
+Result = (SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
+          | ResolvedImage | PreparedImage)
 
 
 @dataclass(frozen=True, slots=True)

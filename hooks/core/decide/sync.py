@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hooks.core.decide import answer, staging, suspension
+from hooks.core.decide import answer, images, staging, suspension
 from hooks.core.decide.effects import (
     Cancel,
     Decision,
@@ -158,9 +158,9 @@ def _tried(prev: Status, plan: Plan) -> bool:
 
 
 def _submit(at: Round, spec: Spec) -> Effects[Status | Reached]:
-    """Submit the attempt (guarded: one submitted before is found, never sent twice), then
-    have the shared status track its job."""
-    call, prev, plan, where = at.call, at.prev, at.plan, at.where
+    """Submit the attempt (guarded: one submitted before is found, never sent twice) once its
+    inputs are staged and its image is in the site's cache, then have the shared status track
+    its job."""
     job = _job(at, spec)
     if isinstance(job, Status):
         return job
@@ -168,19 +168,32 @@ def _submit(at: Round, spec: Spec) -> Effects[Status | Reached]:
     if isinstance(gated, Status):
         return gated
     job, inputs = gated
+    asked = job.spec  # the spec as written, before its container becomes the script
+    pulled = yield from images.gate(at, job)
+    if isinstance(pulled, Status):
+        return replace(pulled, inputs=inputs)
+    job, image = pulled
     outcome: SubmitOutcome | Trouble = yield at.effect(Submit(job))
     if isinstance(outcome, Trouble):
         return at.unreachable(outcome)
-    backend, cluster = where.backend, where.cluster
-    spec_hash = prev.spec_hash if prev.attempt == plan.attempt and prev.spec_hash else digest(
-        job.spec)
+    prev, plan = at.prev, at.plan
+    kept = prev.spec_hash if prev.attempt == plan.attempt and prev.spec_hash else digest(asked)
+    reached = yield from _sent(at, job, outcome)
+    if isinstance(reached, Status):
+        return reached
+    return replace(reached, status=replace(reached.status, spec_hash=kept, inputs=inputs,
+                                           image=image))
+
+
+def _sent(at: Round, job: JobRequest, outcome: SubmitOutcome) -> Effects[Status | Reached]:
+    """Where the guarded submission left the attempt; a job it has is tracked from now on."""
+    call, prev, plan = at.call, at.prev, at.plan
+    backend, cluster = at.where.backend, at.where.cluster
     if outcome.answer is SubmitAnswer.IN_FLIGHT:
-        new = lifecycle.in_flight(prev, plan, backend=backend, cluster=cluster)
-        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
+        return Reached(lifecycle.in_flight(prev, plan, backend=backend, cluster=cluster))
     if outcome.answer is SubmitAnswer.REFUSED:
-        new = lifecycle.refused(prev, plan, backend=backend, cluster=cluster,
-                                message=outcome.message)
-        return Reached(replace(new, spec_hash=spec_hash, inputs=inputs))
+        return Reached(lifecycle.refused(prev, plan, backend=backend, cluster=cluster,
+                                         message=outcome.message))
     if outcome.answer is SubmitAnswer.TRANSIENT:
         return at.unreachable(Trouble(
             Reason.CLUSTER_UNREACHABLE,
@@ -193,7 +206,7 @@ def _submit(at: Round, spec: Spec) -> Effects[Status | Reached]:
     yield at.effect(Track(ref))
     notes = (f"submitted {call.namespace}/{call.name} attempt {plan.attempt} as {backend} "
              f"job {outcome.job_id}",) if outcome.answer is SubmitAnswer.SUBMITTED else ()
-    return Reached(replace(new, spec_hash=spec_hash, inputs=inputs), notes)
+    return Reached(new, notes)
 
 
 def _job(at: Round, spec: Spec) -> JobRequest | Status:

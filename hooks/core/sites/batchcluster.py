@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hooks.core.sites.containers import SiteContainers, parse_containers
 from hooks.core.sites.limits import Limits, free_form_beyond, read_limits, within
 from hooks.core.sites.openssh import SecretError, check_known_hosts
 from hooks.core.sites.selector import Selector, parse_selector
@@ -62,6 +63,8 @@ class Site:
     endpoints: tuple[Endpoint, ...] = ()
     """``spec.storage.allowedEndpoints``: object stores the BatchJobs routed through it may
     name whatever their address (``hooks.core.spec.endpoints``)."""
+    containers: SiteContainers | None = None
+    """``spec.containers``: the runtimes offered and what a container may use; None: none."""
 
 
 def parse_site(obj: Mapping[str, Any], rules: Rules) -> Site:
@@ -113,6 +116,7 @@ def _site(name: str, spec: Mapping[str, Any], rules: Rules) -> Site:
         default_options=options,
         limits=limits,
         endpoints=_endpoints(spec.get("storage")),
+        containers=parse_containers(spec.get("containers")),
     )
 
 

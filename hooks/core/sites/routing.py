@@ -17,10 +17,12 @@ from dataclasses import replace
 from typing import Any
 
 from hooks.core.sites.batchcluster import Site, SiteError, parse_site
+from hooks.core.sites.containers import SiteContainers, apply
 from hooks.core.sites.limits import beyond, free_form_beyond
 from hooks.core.spec.batchjob import ParsedSpec, Placement, digest, parse
 from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.layout import DNS_SUBDOMAIN
+from hooks.core.values.fields import SpecError
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import Rules
 from hooks.core.values.text import shown
@@ -50,7 +52,7 @@ def parse_routed(
     if not isinstance(cluster, dict) or cluster.get("name") is None:
         if not direct and isinstance(cluster, dict) and cluster.get("host") is not None:
             return ParsedSpec(backend, None, None, DIRECT_REFUSED)
-        return parse(raw, rules, endpoints=endpoints)
+        return _contained(parse(raw, rules, endpoints=endpoints), None, "")
     name = cluster["name"]
     if cluster.get("host") is not None:
         return ParsedSpec(backend, None, None, "spec.cluster.name and spec.cluster.host "
@@ -186,5 +188,21 @@ def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any], rules: R
         return ParsedSpec(parsed.backend, routed, None,
                           f"{over} (BatchCluster {site.name}); change the spec.")
     spec = replace(parsed.spec, cluster=routed.cluster)
-    return ParsedSpec(parsed.backend, routed, spec, "", digest(spec))
+    return _contained(ParsedSpec(parsed.backend, routed, spec, "", digest(spec)),
+                      site.containers, site.name)
+
+
+def _contained(parsed: ParsedSpec, site: SiteContainers | None, name: str) -> ParsedSpec:
+    """``parsed`` with its container as the route's site runs it (``name``: the BatchCluster,
+    empty for a route the BatchJob names itself), or invalid when it asks for more."""
+    spec = parsed.spec
+    if spec is None or spec.container is None:
+        return parsed
+    try:
+        container = apply(spec.container, site, name=name,
+                          direct_work_dir=spec.cluster.work_dir)
+    except SpecError as err:
+        return ParsedSpec(parsed.backend, parsed.placement, None, str(err))
+    spec = replace(spec, container=container)
+    return replace(parsed, spec=spec, digest=digest(spec))
 

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 
 from hooks.core.spec import data, dependencies
+from hooks.core.spec.container import parse_container
 from hooks.core.spec.endpoints import Endpoint
 from hooks.core.spec.env_inputs import parse_env, parse_inputs
 from hooks.core.spec.layout import cluster_ref
@@ -127,7 +128,9 @@ def _spec(raw: object, placement: Placement, rules: Rules, endpoints: Collection
         mapping(spec.get(backend) or {}, f"spec.{backend}"), resources)
     logs = mapping(spec.get("logs") or {}, "spec.logs")
     deadline = spec.get("activeDeadlineSeconds")
-    script = _script(spec.get("script"))
+    container = parse_container(spec.get("container"))
+    script = "" if container is not None and spec.get("script") is None else _script(
+        spec.get("script"))
     rules[backend].check_script(script)
     store, (inputs, files) = data.storage(spec.get("storage"), endpoints), parse_inputs(
         spec.get("inputs"), rules[backend].writes_file)
@@ -153,6 +156,7 @@ def _spec(raw: object, placement: Placement, rules: Rules, endpoints: Collection
         depends_on=dependencies.depends_on(spec.get("dependsOn")),
         dependency_grace_seconds=dependencies.grace_seconds(
             spec.get("dependencyGracePeriodSeconds")),
+        container=container,
     )
 
 
@@ -190,7 +194,8 @@ def essence(value: object) -> object:
 
 def _script(script: object) -> str:
     if not isinstance(script, str) or not script.startswith("#!"):
-        raise SpecError('spec.script must be a batch script starting with "#!".')
+        raise SpecError('spec.script must be a batch script starting with "#!" (it may be left '
+                        'out only with spec.container).')
     # UTF-8 takes at most 4 bytes a character: only a script that long can be too big.
     if len(script) * 4 > MAX_SCRIPT_BYTES and len(script.encode()) > MAX_SCRIPT_BYTES:
         raise SpecError("spec.script is larger than 256 KiB; stage big inputs on the cluster.")

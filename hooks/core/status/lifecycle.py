@@ -26,9 +26,10 @@ NOT_CONTACTED = frozenset({Reason.SECRET_NOT_FOUND, Reason.CONFIG_MAP_NOT_FOUND,
                            Reason.INVALID_SECRET}) | WAITING_FOR_SITE
 """Reasons found before the cluster is contacted: a sync that ends with one sent nothing."""
 NOT_SENT = NOT_CONTACTED | {Reason.SUSPENDED, Reason.STAGING_INPUTS, Reason.INPUT_NOT_FOUND,
-                            Reason.STORAGE_ACCESS_DENIED, Reason.WAITING_FOR_DEPENDENCY}
+                            Reason.STORAGE_ACCESS_DENIED, Reason.WAITING_FOR_DEPENDENCY,
+                            Reason.PULLING_IMAGE, Reason.IMAGE_PULL_BACKOFF}
 """Reasons an attempt waits with before anything of it was sent to the cluster: suspended, for
-a Secret or ConfigMap, its inputs or the BatchJobs it depends on."""
+a Secret or ConfigMap, its inputs, its image or the BatchJobs it depends on."""
 QUEUED = "The job is queued."
 """A new attempt's message, kept while the job waits with no word from the scheduler
 (``_queued_as_before``): the sync after the submission has nothing to write."""
@@ -266,4 +267,5 @@ def fresh(prev: Status, p: Plan, backend: str, cluster: ClusterRef | None = None
         reachable=prev.reachable,
         reachability_reason=prev.reachability_reason,
         reachability_message=prev.reachability_message,
+        image=prev.image if same else None,
     )

@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hooks.core.spec.layout import DNS_SUBDOMAIN, cluster_ref
-from hooks.core.status import dependencies, stored, transfers, usage
+from hooks.core.status import dependencies, image, stored, transfers, usage
 from hooks.core.status.usage import Usage
 from hooks.core.values.fields import SpecError
+from hooks.core.values.image import ImageRecord
 from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef
 from hooks.core.values.phases import TERMINAL_PHASES, Phase
 from hooks.core.values.reasons import Reason
@@ -66,6 +67,8 @@ class Status:
     """What the outputs mover did after the attempt's end (``spec.outputs``)."""
     dependencies: tuple[dependencies.Seen, ...] = ()
     """What the attempt saw of the BatchJobs it waited for (``spec.dependsOn``)."""
+    image: ImageRecord | None = None
+    """The image the attempt runs (``spec.container``), and how its pulls went."""
 
     @property
     def finished(self) -> bool:
@@ -111,6 +114,7 @@ def from_raw(raw: object, rules: Rules) -> Status:
         inputs=transfers.from_raw(raw.get("inputs")),
         outputs=transfers.from_raw(raw.get("outputs")),
         dependencies=dependencies.from_raw(raw.get("dependencies")),
+        image=image.from_raw(raw.get("image")),
     )
 
 
@@ -163,6 +167,7 @@ def _optional(status: Status, generation: int | None) -> dict[str, Any]:
         "inputs": transfers.to_raw(status.inputs),
         "outputs": transfers.to_raw(status.outputs),
         "dependencies": dependencies.to_raw(status.dependencies) or None,
+        "image": image.to_raw(status.image),
         "observedGeneration": generation,
     }
     return {key: value for key, value in fields.items() if value is not None}

@@ -46,3 +46,12 @@ def staging(
     return replace(fresh(prev, p, backend, cluster), reason=reason, message=message)
 
 
+
+
+def never_pulled(
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, message: str,
+) -> Status:
+    """``imagePullPolicy: Never`` and the image is not in the site's cache: the attempt ends
+    unsent (``ErrImageNeverPull``), as a Pod's container does not start."""
+    return replace(fresh(prev, p, backend, cluster), phase=Phase.FAILED,
+                   reason=Reason.ERR_IMAGE_NEVER_PULL, message=message)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hooks.core.values.image import Container
     from hooks.core.values.storage import DataInput, Output, S3Storage
 
 
@@ -136,6 +137,8 @@ class Spec:
     data_inputs: tuple[DataInput, ...] = ()
     """The entries of ``spec.inputs`` fetched by the inputs mover (S3, claims)."""
     outputs: tuple[Output, ...] = ()
+    container: Container | None = None
+    """``spec.container``: the image the attempt runs, ``script`` (empty: none) inside it."""
 
 
 def attempt_key(uid: str, attempt: int) -> str:

@@ -56,6 +56,13 @@ class Reason(enum.StrEnum):
     STORAGE_ACCESS_DENIED = "StorageAccessDenied"
     COLLECTING_OUTPUTS = "CollectingOutputs"
     OUTPUTS_FAILED = "OutputsFailed"
+    PULLING_IMAGE = "PullingImage"
+    """Pending while the login node pulls ``spec.container.image`` into the site's cache."""
+    IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+    """Pending: the image could not be resolved or pulled; tried again with back-off."""
+    ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+    """``imagePullPolicy: Never`` and the image is not in the site's cache: the attempt
+    ends unsent."""
 
 
 WAITING_REASONS = frozenset({Reason.WAITING_FOR_DEPENDENCY, Reason.WAITING_FOR_START_TIME,

@@ -38,6 +38,10 @@ class SchedulerRules(Protocol):
     queue_limit: QueueLimit | None
     """Whether a BatchCluster may restrict the scheduler's queues, and by which fields; None
     for a scheduler without queues to choose (HTCondor)."""
+    parallel_launcher: tuple[str, ...]
+    """The command that starts one copy of a program per task across a job's nodes (SLURM's
+    ``srun``): a ``spec.container`` job of more than one node runs its container under it,
+    one per task (the hybrid model of MPI with containers). Empty: none."""
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> Any:
         """The scheduler's spec block (``{}`` when absent), validated with the resources it

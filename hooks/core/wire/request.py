@@ -141,11 +141,11 @@ def parse_call(
 
 def customize(body: object) -> dict[str, Any]:
     """The customize answer: exactly the Secrets and ConfigMaps the spec names (the route's
-    logins, env values, input files) and those the current attempt was submitted with; with
-    a BatchCluster named (in the spec, or by the current attempt), that BatchCluster and the
-    BatchJob's Namespace, both cluster-scoped (hook version v2 hands them over); and the
-    BatchJobs of its namespace that ``spec.dependsOn`` names, whose every change syncs it again.
-    Pure: no I/O."""
+    logins, env values, input files, the image's pull Secrets) and those the current attempt
+    was submitted with; with a BatchCluster named (in the spec, or by the current attempt),
+    that BatchCluster and the BatchJob's Namespace, both cluster-scoped (hook version v2 hands
+    them over); and the BatchJobs of its namespace that ``spec.dependsOn`` names, whose every
+    change syncs it again. Pure: no I/O."""
     if not isinstance(body, dict):
         raise BadHookRequest("the request body must be a JSON object")
     parent = _parent(body, "parent")
@@ -188,6 +188,8 @@ def named_objects(spec: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     for item in _list(spec.get("inputs")):
         secrets.append(_dict(_dict(item).get("secret")).get("name"))
         config_maps.append(_dict(_dict(item).get("configMap")).get("name"))
+    secrets += [_dict(item).get("name")
+                for item in _list(_dict(spec.get("container")).get("imagePullSecrets"))]
     return _names(secrets), _names(config_maps)
 
 

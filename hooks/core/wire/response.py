@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from hooks.core.status.record import Status, condition
+from hooks.core.values.image import ImageRecord, pull_backoff
 from hooks.core.values.phases import Phase
 from hooks.core.values.reasons import CONNECTION_REASONS, Reason
 
@@ -52,6 +53,13 @@ def envelope(
     return body
 
 
+def _backoff_left(image: ImageRecord, now: datetime.datetime) -> float:
+    """Seconds until the back-off of the image's last failed pull is over."""
+    failed = parse_time(image.last_failure)
+    waited = (now - failed).total_seconds() if failed is not None else 0.0
+    return max(MIN_POLL, pull_backoff(image.pull_failures) - waited)
+
+
 def resync_after(
     status: Status, *, previous: object, uid: str, now: datetime.datetime,
     next_attempt_due: bool = False, floor: float = MIN_POLL,
@@ -72,6 +80,8 @@ def resync_after(
         base = min(MAX_BACKOFF, max(5.0, quiet / 2))
     elif status.reason is Reason.SUBMITTING or next_attempt_due:
         base = MIN_POLL
+    elif status.reason is Reason.IMAGE_PULL_BACKOFF and status.image is not None:
+        base = _backoff_left(status.image, now)
     elif (status.reason in CONNECTION_REASONS or status.phase is Phase.UNKNOWN
           or (status.reason in UNSENT_WAITS and not status.job_ids)):
         base = SLOW_POLL

@@ -143,6 +143,7 @@ class HTCondorRules:
     name = "htcondor"
     task_id_pattern = TASK_ID
     queue_limit: QueueLimit | None = None
+    parallel_launcher: tuple[str, ...] = ()
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> HTCondorOptions:
         """The ``spec.htcondor`` block. Pure: no I/O."""

@@ -52,6 +52,7 @@ class SlurmRules:
     name = "slurm"
     task_id_pattern = TASK_ID
     queue_limit: QueueLimit | None = QueueLimit("partition", "partitions")
+    parallel_launcher: tuple[str, ...] = ("srun",)
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> SlurmOptions:
         """The ``spec.slurm`` block. Pure: no I/O."""
