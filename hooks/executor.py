@@ -16,7 +16,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
-from hooks import registry
 from hooks.admission import route_of
 from hooks.core.decide import answer, finalize, sync
 from hooks.core.decide.effects import (
@@ -43,6 +42,7 @@ from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import SchedulerError
 from hooks.core.wire import request
 from hooks.deadline import Deadline
+from hooks.registry import resolve as registry
 from hooks.runtime import Runtime
 from hooks.schedulers.base import Scheduler, TransportError
 

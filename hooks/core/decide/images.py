@@ -20,7 +20,7 @@ from dataclasses import replace
 from hooks.core.decide.effects import Effects, PrepareImage, ResolveImage, Trouble
 from hooks.core.decide.rounds import Round
 from hooks.core.runtimes import RUNTIMES, wrapper
-from hooks.core.spec.manifests import PullSecretError, pull_credentials
+from hooks.core.sites.pull_secrets import PullSecretError, pull_credentials
 from hooks.core.status import unsent
 from hooks.core.status.record import Status
 from hooks.core.values.image import (

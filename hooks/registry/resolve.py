@@ -25,25 +25,22 @@ import base64
 import hashlib
 import http
 import ipaddress
-import socket
 import ssl
 import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import SplitResult, urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPSConnection
-from urllib3.connectionpool import HTTPSConnectionPool
 
+from hooks.core.sites.pull_secrets import PULL_SECRETS
 from hooks.core.spec import endpoints, manifests
 from hooks.core.spec.manifests import Challenge, Platform
 from hooks.core.values.fields import SpecError
 from hooks.core.values.image import DIGEST, ImageConfig, ImageRef, Transport
 from hooks.core.values.text import readable
+from hooks.registry.public import Adapter, Inward
 
 ALLOW = "the BatchCluster lists it in spec.containers.allowedRegistries"
 MAX_TOKEN_ANSWER = 64 * 1024
@@ -113,52 +110,6 @@ class _Answer:
     body: bytes
 
 
-class _Inward(Exception):
-    """A connection led to an address that is not global unicast; the client, which knows
-    what it was asking, words it."""
-
-    def __init__(self, kind: str, address: str) -> None:
-        super().__init__(kind, address)
-        self.kind, self.address = kind, address
-
-
-class _PublicConnection(HTTPSConnection):
-    """An HTTPS connection to a global unicast address only, checked before the handshake."""
-
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        peer = sock.getpeername()
-        address = str(peer[0] if isinstance(peer, tuple) else peer).partition("%")[0]
-        try:
-            kind = endpoints.address_kind(ipaddress.ip_address(address))
-        except ValueError:
-            kind = "non-IP"
-        if kind:
-            sock.close()
-            raise _Inward(kind, address)
-        return sock
-
-
-class _PublicPool(HTTPSConnectionPool):
-    ConnectionCls = _PublicConnection
-
-
-class _Adapter(HTTPAdapter):
-    """requests' adapter with the resolution's TLS trust, without retries; a public one
-    connects to global unicast addresses only."""
-
-    def __init__(self, context: ssl.SSLContext, *, public: bool) -> None:
-        self.context, self.public = context, public
-        super().__init__()
-
-    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
-                         **pool_kwargs: Any) -> None:
-        pool_kwargs["ssl_context"] = self.context
-        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
-        if self.public:
-            self.poolmanager.pool_classes_by_scheme = {"https": _PublicPool}
-
-
 class _Client:
     """One resolution's requests: the session, the login once the registry asked for one,
     and the rules every URL meets before it is asked."""
@@ -172,12 +123,12 @@ class _Client:
         self.name = f"{ref.repository}@{ref.digest}" if ref.digest else (
             f"{ref.repository}:{ref.tag}")
         self.authorization = ""
-        context = _context(ca_bundle)
-        self.plain = _Adapter(context, public=False)
+        context = tls_context(ca_bundle)
+        self.plain = Adapter(context, public=False)
         self.session = requests.Session()
         self.session.trust_env = False
         self.session.headers["Accept-Encoding"] = "identity"
-        self.session.mount("https://", _Adapter(context, public=True))
+        self.session.mount("https://", Adapter(context, public=True))
 
     def manifest(self, reference: str) -> tuple[bytes, str, str]:
         """The manifest or index ``reference`` (a tag or a digest) names: its bytes, its media
@@ -318,7 +269,7 @@ class _Client:
                 status = response.status_code
                 body = b"" if status in REDIRECTS else self.read(response, what, limit)
                 return _Answer(status, response.headers, body)
-        except _Inward as err:
+        except Inward as err:
             raise RegistryError(f"{what} is at the {err.kind} address {err.address}; the hook "
                                 f"server asks a registry that is not public only when {ALLOW}.",
                                 retryable=False) from None
@@ -358,7 +309,7 @@ class _Client:
         if answer.status == 401:
             return RegistryError(f"Registry {registry} asks for a login to pull {repository} "
                                  f"({detail}); name a Secret that holds one in "
-                                 f"{manifests.PULL_SECRETS}.", retryable=False)
+                                 f"{PULL_SECRETS}.", retryable=False)
         if answer.status == 404:
             return RegistryError(f"Registry {registry} has no {what} ({detail}).",
                                  retryable=False)
@@ -379,7 +330,7 @@ def _split(url: str, what: str) -> SplitResult:
     return parts
 
 
-def _context(ca_bundle: str | None) -> ssl.SSLContext:
+def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
     """The TLS trust: the system's certificate authorities (where a site installs its own
     registry's), and ``ca_bundle`` besides."""
     context = ssl.create_default_context()

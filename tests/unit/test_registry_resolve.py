@@ -29,10 +29,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hooks import registry
 from hooks.core.spec.manifests import DOCKER_MANIFEST, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST
 from hooks.core.values.image import ImageConfig, parse_reference
-from hooks.registry import RegistryError
+from hooks.registry import resolve as registry
+from hooks.registry.resolve import RegistryError
 
 USER, PASSWORD, TOKEN = "lab", "s3cret-pa55", "tok.en-1"
 
