@@ -8,7 +8,7 @@ HOST ?= 127.0.0.1
 VERSION = $(shell $(PYTHON) -c 'import hooks; print(hooks.__version__)')
 IMAGE ?= hpcbridge:$(VERSION)
 
-.PHONY: run test lint unit openapi demo bench bench-follow bench-slow bench-data bench-system bench-dependencies lock image clean
+.PHONY: run test lint unit openapi demo bench bench-follow bench-slow bench-data bench-containers bench-system bench-dependencies lock image clean
 
 $(VENV)/.runtime: requirements.txt
 	@bash tests/venv.sh $(PYTHON) $(VENV) requirements.txt
@@ -52,6 +52,11 @@ bench-slow: $(VENV)/.dev
 # The outputs mover against scp of the same 1 GiB; needs the S3 store of tests/clusters/s3-up.sh too.
 bench-data: $(VENV)/.dev
 	@BENCH_MODULE=bench.data BENCH_S3=1 bash bench/run.sh $(BENCH_ARGS)
+
+# Containers from create to Running, image cached or not, and N BatchJobs sharing one uncached
+# image; needs the SLURM cluster, the registries and the runtimes of tests/clusters (bench/containers.py).
+bench-containers: $(VENV)/.dev
+	$(VENV)/bin/python -m bench.containers $(BENCH_ARGS)
 
 # The whole system on the Kubernetes cluster KUBECONFIG points at (CRD, Metacontroller and hooks
 # installed there): N BatchJobs created at once, see bench/system.py.
