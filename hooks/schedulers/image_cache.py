@@ -25,9 +25,9 @@ import json
 
 from hooks.core.runtimes import RUNTIMES
 from hooks.core.spec.manifests import parse_config
-from hooks.core.values.image import ImageConfig, ImagePull, Prepared, PreparedImage
+from hooks.core.values.image import DIGEST, ImageConfig, ImagePull, Prepared, PreparedImage
 from hooks.core.values.sdk import SchedulerError
-from hooks.core.values.text import readable
+from hooks.core.values.text import has_control, readable
 from hooks.deadline import Deadline
 from hooks.ssh.client import Remote
 
@@ -162,6 +162,8 @@ def parse(out: str) -> PreparedImage:
     verb, _, detail = first.strip().partition(" ")
     if verb == Prepared.READY:
         digest, _, path = detail.partition(" ")
+        if not DIGEST.fullmatch(digest) or not path.startswith("/") or has_control(path):
+            raise SchedulerError(f"the image cache answered {readable(first, 120)!r}")
         return PreparedImage(Prepared.READY, digest, path, _config(rest.strip()))
     if verb == Prepared.FAILED:
         return PreparedImage(Prepared.FAILED, message=readable(detail, 300) or "no word")

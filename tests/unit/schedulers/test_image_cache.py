@@ -11,8 +11,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from hooks.core.runtimes import RUNTIMES
 from hooks.core.values.image import ImageConfig, ImagePull, Prepared, PreparedImage
+from hooks.core.values.sdk import SchedulerError
 from hooks.schedulers import image_cache
 
 DIGEST = "sha256:" + "cd" * 32
@@ -92,3 +95,9 @@ def test_the_login_travels_on_stdin_never_in_the_arguments(tmp_path: Path) -> No
 
 def _user() -> str:
     return subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_an_answer_that_is_not_a_digest_and_a_path_is_no_answer() -> None:
+    for line in ("ready sha256:../../x /cache/x", f"ready {DIGEST} relative/path", "maybe"):
+        with pytest.raises(SchedulerError):
+            image_cache.parse(line + "\n{}\n")
