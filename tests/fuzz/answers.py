@@ -160,7 +160,8 @@ def check_customize(answer: Object, where: str) -> None:
             assert len(rule["names"]) == 1, where
         else:
             assert set(rule) == {"apiVersion", "resource", "namespace", "names"}, where
-            assert kind in (("v1", "secrets"), ("v1", "configmaps")), where
+            assert kind in (("v1", "secrets"), ("v1", "configmaps"),
+                            ("hpcbridge.io/v1alpha1", "batchjobs")), where  # spec.dependsOn
             assert isinstance(rule["namespace"], str) and rule["namespace"], where
         names = rule["names"]
         assert names and all(isinstance(name, str) and name for name in names), where
