@@ -43,6 +43,7 @@ from hooks.core.values.sdk import SchedulerError
 from hooks.core.wire import request
 from hooks.deadline import Deadline
 from hooks.registry import resolve as registry
+from hooks.registry.answers import RegistryError
 from hooks.runtime import Runtime
 from hooks.schedulers.base import Scheduler, TransportError
 
@@ -176,7 +177,7 @@ class Executor:
             found = registry.resolve(image, credentials, allowed=allowed,
                                      timeout=min(settings.registry_timeout, budget.left()),
                                      ca_bundle=settings.registry_ca or None)
-        except registry.RegistryError as err:
+        except RegistryError as err:
             # A registry out of reach may be stood in for by the cache; a refusal may not.
             return Trouble(Reason.CLUSTER_UNREACHABLE if err.retryable
                            else Reason.IMAGE_PULL_BACKOFF, err.sentence)

@@ -16,6 +16,7 @@ from urllib3.connection import HTTPSConnection
 from urllib3.connectionpool import HTTPSConnectionPool
 
 from hooks.core.spec import endpoints
+from hooks.registry.answers import RegistryError
 
 
 class Inward(Exception):
@@ -62,3 +63,18 @@ class Adapter(HTTPAdapter):
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         if self.public:
             self.poolmanager.pool_classes_by_scheme = {"https": PublicPool}
+
+
+def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """The TLS trust: the system's certificate authorities (where a site installs its own
+    registry's), and ``ca_bundle`` besides."""
+    context = ssl.create_default_context()
+    if not ca_bundle:
+        return context
+    try:
+        context.load_verify_locations(cafile=ca_bundle)
+    except OSError:
+        raise RegistryError(f"The hook server's registry authorities ({ca_bundle}, "
+                            "HPCBRIDGE_REGISTRY_CA) do not read as PEM certificates.",
+                            retryable=False) from None
+    return context

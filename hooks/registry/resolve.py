@@ -23,14 +23,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http
-import ipaddress
-import ssl
 import time
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlencode, urljoin, urlunsplit
 
 import requests
 
@@ -40,7 +36,16 @@ from hooks.core.spec.manifests import Challenge, Platform
 from hooks.core.values.fields import SpecError
 from hooks.core.values.image import DIGEST, ImageConfig, ImageRef, Transport
 from hooks.core.values.text import readable
-from hooks.registry.public import Adapter, Inward
+from hooks.registry.answers import (
+    Answer,
+    RegistryError,
+    answer_text,
+    cause,
+    inward,
+    split_url,
+    unreadable,
+)
+from hooks.registry.public import Adapter, Inward, tls_context
 
 ALLOW = "the BatchCluster lists it in spec.containers.allowedRegistries"
 MAX_TOKEN_ANSWER = 64 * 1024
@@ -49,16 +54,6 @@ CHUNK = 64 * 1024
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 RETRYABLE = frozenset({408, 425, 429, 500, 502, 503, 504})
 AUTHORIZATION = "Authorization"
-
-
-class RegistryError(Exception):
-    """The registry did not tell the digest or the config: ``sentence`` says what it answered,
-    for the BatchJob's status; ``retryable`` whether asking again later may help."""
-
-    def __init__(self, sentence: str, *, retryable: bool) -> None:
-        super().__init__(sentence)
-        self.sentence = sentence
-        self.retryable = retryable
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +75,7 @@ def resolve(ref: ImageRef, credentials: tuple[str, str] | None, *, allowed: Coll
     with client.session:
         body, kind, digest = client.manifest(ref.digest or ref.tag)
         if kind in manifests.INDEXES:
-            with _unreadable(ref):
+            with unreadable(ref):
                 chosen = manifests.pick_manifest(body, platform)
             body, kind, digest = client.manifest(chosen)
             if kind not in manifests.MANIFESTS:
@@ -92,24 +87,6 @@ def resolve(ref: ImageRef, credentials: tuple[str, str] | None, *, allowed: Coll
         return Resolved(digest, client.config(body))
 
 
-@contextmanager
-def _unreadable(ref: ImageRef) -> Iterator[None]:
-    """A ``ValueError`` of reading what the registry sent, as a ``RegistryError``."""
-    try:
-        yield
-    except ValueError as err:
-        said = str(err)
-        raise RegistryError(f"Registry {ref.registry}, asked for {ref.repository}: "
-                            f"{said[:1].lower()}{said[1:]}", retryable=False) from None
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-
 class _Client:
     """One resolution's requests: the session, the login once the registry asked for one,
     and the rules every URL meets before it is asked."""
@@ -118,7 +95,7 @@ class _Client:
                  allowed: Collection[str], deadline: float, ca_bundle: str | None) -> None:
         self.ref, self.credentials, self.deadline = ref, credentials, deadline
         self.api = manifests.docker_hub_api(ref.registry)
-        self.host = _split(f"https://{self.api}/", f"Registry {ref.registry}").hostname
+        self.host = split_url(f"https://{self.api}/", f"Registry {ref.registry}").hostname
         self.trusted = ref.registry in {registry.lower() for registry in allowed}
         self.name = f"{ref.repository}@{ref.digest}" if ref.digest else (
             f"{ref.repository}:{ref.tag}")
@@ -137,7 +114,7 @@ class _Client:
         what = f"manifest {self.ref.repository}{'@' if pinned else ':'}{reference}"
         answer = self.ask(f"manifests/{reference}", manifests.accept_header(),
                           manifests.MAX_DOCUMENT, what)
-        with _unreadable(self.ref):
+        with unreadable(self.ref):
             kind = manifests.media_type(answer.body, answer.headers.get("Content-Type", ""))
         computed = "sha256:" + hashlib.sha256(answer.body).hexdigest()
         digest = reference if pinned else computed
@@ -148,7 +125,7 @@ class _Client:
 
     def config(self, manifest: bytes) -> ImageConfig:
         """The config of the image ``manifest`` describes, read from its blob."""
-        with _unreadable(self.ref):
+        with unreadable(self.ref):
             digest, kind = manifests.config_digest(manifest)
         if kind not in manifests.IMAGE_CONFIGS:
             hint = "; write it as oras://" if kind == manifests.SIF_CONFIG else ""
@@ -159,7 +136,7 @@ class _Client:
         answer = self.ask(f"blobs/{digest}", "application/json, */*", manifests.MAX_DOCUMENT,
                           what)
         self.verify(answer.body, digest, what)
-        with _unreadable(self.ref):
+        with unreadable(self.ref):
             return manifests.parse_config(answer.body)
 
     def verify(self, body: bytes, digest: str, what: str) -> None:
@@ -169,7 +146,7 @@ class _Client:
             raise RegistryError(f"Registry {self.ref.registry} sent {what} in bytes that do "
                                 f"not match the digest {readable(digest, 80)}.", retryable=False)
 
-    def ask(self, path: str, accept: str, limit: int, what: str) -> _Answer:
+    def ask(self, path: str, accept: str, limit: int, what: str) -> Answer:
         """The registry's 200 answer to ``GET /v2/<repository>/<path>``, logged in first when
         it asks for a login."""
         url = f"https://{self.api}/v2/{self.ref.repository}/{path}"
@@ -188,10 +165,10 @@ class _Client:
             headers[AUTHORIZATION] = self.authorization
         return headers
 
-    def login(self, answer: _Answer) -> str:
+    def login(self, answer: Answer) -> str:
         """The ``Authorization`` the registry's challenge asks for: the credentials for Basic,
         a token of the realm for Bearer (asked with the credentials when there are some)."""
-        with _unreadable(self.ref):
+        with unreadable(self.ref):
             challenge = manifests.parse_challenge(answer.headers.get("WWW-Authenticate", ""))
         if challenge.scheme == "bearer":
             return f"Bearer {self.token(challenge)}"
@@ -202,7 +179,7 @@ class _Client:
     def token(self, challenge: Challenge) -> str:
         """A pull token for the repository from the challenge's token service."""
         what = f"The token service of registry {self.ref.registry}"
-        realm = _split(challenge.realm, what)
+        realm = split_url(challenge.realm, what)
         query = {"scope": f"repository:{self.ref.repository}:pull"}
         if challenge.service:
             query["service"] = challenge.service
@@ -215,15 +192,15 @@ class _Client:
         if answer.status == 401:
             raise self.refusal(answer, "a pull token")
         if answer.status != 200:
-            raise RegistryError(f"{what} ({realm.hostname}) answered {_detail(answer)}.",
+            raise RegistryError(f"{what} ({realm.hostname}) answered {answer_text(answer)}.",
                                 retryable=answer.status in RETRYABLE)
-        with _unreadable(self.ref):
+        with unreadable(self.ref):
             return manifests.bearer_token(answer.body)
 
-    def fetch(self, url: str, what: str, headers: dict[str, str], limit: int) -> _Answer:
+    def fetch(self, url: str, what: str, headers: dict[str, str], limit: int) -> Answer:
         """``GET url`` following at most ``MAX_REDIRECTS`` redirects, each hop admitted
         first; the ``Authorization`` goes to the first hop's host only."""
-        origin = _split(url, what).netloc
+        origin = split_url(url, what).netloc
         for _ in range(MAX_REDIRECTS + 1):
             parts = self.admit(url, what)
             sent = headers if parts.netloc == origin else {
@@ -233,14 +210,14 @@ class _Client:
                 return answer
             url = urljoin(url, answer.headers.get("Location", ""))
             what = (f"A redirect of registry {self.ref.registry} to "
-                    f"{readable(str(_split(url, what).hostname), 100)}")
+                    f"{readable(str(split_url(url, what).hostname), 100)}")
         raise RegistryError(f"Registry {self.ref.registry} redirected more than "
                             f"{MAX_REDIRECTS} times.", retryable=False)
 
     def admit(self, url: str, what: str) -> SplitResult:
         """``url``'s parts when the hook server may ask it: an HTTPS URL, of a public host
         unless it is on the host of a listed registry."""
-        parts = _split(url, what)
+        parts = split_url(url, what)
         if parts.scheme != "https" or "@" in parts.netloc or not parts.hostname:
             raise RegistryError(f"{what} leads to a URL that is not https:// and a host; the "
                                 "hook server asks registries over HTTPS only.", retryable=False)
@@ -252,12 +229,12 @@ class _Client:
         except SpecError as err:
             raise RegistryError(str(err), retryable=False) from None
         if endpoints.refusal(endpoint, what):
-            raise RegistryError(f"{what} is at {_inward(endpoint.host)}; the hook server asks a "
+            raise RegistryError(f"{what} is at {inward(endpoint.host)}; the hook server asks a "
                                 f"registry that is not public only when {ALLOW}.",
                                 retryable=False)
         return parts
 
-    def send(self, url: str, what: str, headers: dict[str, str], limit: int) -> _Answer:
+    def send(self, url: str, what: str, headers: dict[str, str], limit: int) -> Answer:
         """One ``GET``, its body read up to ``limit`` bytes within the deadline."""
         left = self.deadline - time.monotonic()
         if left <= 0:
@@ -268,7 +245,7 @@ class _Client:
                                   allow_redirects=False) as response:
                 status = response.status_code
                 body = b"" if status in REDIRECTS else self.read(response, what, limit)
-                return _Answer(status, response.headers, body)
+                return Answer(status, response.headers, body)
         except Inward as err:
             raise RegistryError(f"{what} is at the {err.kind} address {err.address}; the hook "
                                 f"server asks a registry that is not public only when {ALLOW}.",
@@ -279,7 +256,7 @@ class _Client:
             raise RegistryError(f"{what}'s TLS certificate could not be verified.",
                                 retryable=False) from None
         except requests.RequestException as err:
-            raise RegistryError(f"{what} could not be reached{_cause(err)}.",
+            raise RegistryError(f"{what} could not be reached{cause(err)}.",
                                 retryable=True) from None
 
     def read(self, response: requests.Response, what: str, limit: int) -> bytes:
@@ -298,10 +275,10 @@ class _Client:
                 raise RegistryError(f"{what} answered too slowly.", retryable=True)
         return bytes(body)
 
-    def refusal(self, answer: _Answer, what: str) -> RegistryError:
+    def refusal(self, answer: Answer, what: str) -> RegistryError:
         """What the registry's answer other than 200 to a request for ``what`` says, as the
         BatchJob's status says it."""
-        detail = _detail(answer)
+        detail = answer_text(answer)
         registry, repository = self.ref.registry, self.ref.repository
         if answer.status == 401 and self.credentials is not None:
             return RegistryError(f"Registry {registry} refused the credentials for {repository} "
@@ -317,66 +294,6 @@ class _Client:
                              retryable=answer.status in RETRYABLE)
 
 
-def _split(url: str, what: str) -> SplitResult:
-    """``url``'s parts, its port checked; a ``RegistryError`` naming ``what`` otherwise."""
-    try:
-        parts = urlsplit(url)
-        valid = parts.port is None or parts.port > 0
-    except ValueError:
-        valid = False
-    if not valid:
-        raise RegistryError(f"{what} leads to {readable(url, 120)}, which is not a URL.",
-                            retryable=False)
-    return parts
-
-
-def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
-    """The TLS trust: the system's certificate authorities (where a site installs its own
-    registry's), and ``ca_bundle`` besides."""
-    context = ssl.create_default_context()
-    if not ca_bundle:
-        return context
-    try:
-        context.load_verify_locations(cafile=ca_bundle)
-    except OSError:
-        raise RegistryError(f"The hook server's registry authorities ({ca_bundle}, "
-                            "HPCBRIDGE_REGISTRY_CA) do not read as PEM certificates.",
-                            retryable=False) from None
-    return context
-
-
 def _basic(credentials: tuple[str, str]) -> str:
     user, password = credentials
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def _inward(host: str) -> str:
-    """``host``, which ``endpoints.refusal`` found inward, as a sentence names it."""
-    try:
-        return f"the {endpoints.address_kind(ipaddress.ip_address(host))} address {host}"
-    except ValueError:
-        return f"{host}, a name that leads inside the cluster's network"
-
-
-def _detail(answer: _Answer) -> str:
-    """The status of ``answer`` and what its body says: ``404 Not Found: manifest unknown``."""
-    try:
-        status = f"{answer.status} {http.HTTPStatus(answer.status).phrase}"
-    except ValueError:
-        status = str(answer.status)
-    said = manifests.error_text(answer.body)
-    return f"{status}: {said}" if said else status
-
-
-def _cause(err: BaseException) -> str:
-    """The system's word for why a connection failed (`` (connection refused)``), or empty."""
-    seen: BaseException | None = err
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, OSError) and seen.strerror:
-            return f" ({readable(str(seen.strerror), 80).lower()})"
-        reason = getattr(seen, "reason", None)
-        seen = reason if isinstance(reason, BaseException) else (
-            seen.__cause__ or seen.__context__)
-    return ""

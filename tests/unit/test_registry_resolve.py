@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 from hooks.core.spec.manifests import DOCKER_MANIFEST, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST
 from hooks.core.values.image import ImageConfig, parse_reference
 from hooks.registry import resolve as registry
-from hooks.registry.resolve import RegistryError
+from hooks.registry.answers import RegistryError
 
 USER, PASSWORD, TOKEN = "lab", "s3cret-pa55", "tok.en-1"
 

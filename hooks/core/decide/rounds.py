@@ -104,3 +104,11 @@ def _login(call: Call, name: str, insecure: bool, role: str,
     except SecretError as err:
         return Trouble(Reason.INVALID_SECRET, f"Secret {name!r}{role}: {err}")
     return login if trusted is None else replace(login, known_hosts=trusted)
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """Where a round left the attempt, and lines for the log; the sync may go on from it."""
+
+    status: Status
+    notes: tuple[str, ...] = ()

@@ -14,9 +14,9 @@ I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from hooks.core.decide import answer, images, staging, suspension
+from hooks.core.decide import answer, staging, submission, suspension
 from hooks.core.decide.effects import (
     Cancel,
     Decision,
@@ -24,38 +24,27 @@ from hooks.core.decide.effects import (
     Forget,
     MarkEnded,
     Query,
-    Submit,
-    Track,
     Trouble,
 )
-from hooks.core.decide.rounds import Round, attempt_placement, credentials, generation
-from hooks.core.spec import payload
-from hooks.core.spec.batchjob import Placement, digest
+from hooks.core.decide.rounds import (
+    Reached,
+    Round,
+    attempt_placement,
+    credentials,
+    generation,
+)
 from hooks.core.status import aggregate, dependencies, lifecycle, unsent
 from hooks.core.status.lifecycle import Due, Plan
 from hooks.core.status.record import Status
 from hooks.core.values.job import (
     JobRef,
-    JobRequest,
-    Resources,
     Spec,
-    SubmitAnswer,
-    SubmitOutcome,
     attempt_dir,
     attempt_key,
 )
 from hooks.core.values.phases import TaskState
-from hooks.core.values.reasons import Reason
 from hooks.core.wire import response
 from hooks.core.wire.request import Call
-
-
-@dataclass(frozen=True, slots=True)
-class Reached:
-    """Where a round left the attempt, and lines for the log; the sync may go on from it."""
-
-    status: Status
-    notes: tuple[str, ...] = ()
 
 
 def decide(call: Call) -> Decision:
@@ -116,7 +105,7 @@ def _round(call: Call, prev: Status) -> Effects[Status | Reached]:
                                      backend=where.backend, cluster=where.cluster)
     at = Round(call, prev, plan, where, access)
     if submit is not None:
-        return _with_dependencies((yield from _submit(at, submit)), seen)
+        return _with_dependencies((yield from submission.submit(at, submit)), seen)
     return _with_dependencies((yield from _track(at)), seen)
 
 
@@ -155,74 +144,6 @@ def _tried(prev: Status, plan: Plan) -> bool:
     it is completed, and the job held once it has an id). An attempt that waited, suspended
     or for a Secret or ConfigMap, was not sent by the last sync."""
     return prev.attempt == plan.attempt and prev.reason not in lifecycle.NOT_SENT
-
-
-def _submit(at: Round, spec: Spec) -> Effects[Status | Reached]:
-    """Submit the attempt (guarded: one submitted before is found, never sent twice) once its
-    inputs are staged and its image is in the site's cache, then have the shared status track
-    its job."""
-    job = _job(at, spec)
-    if isinstance(job, Status):
-        return job
-    gated = staging.gate(at, job)
-    if isinstance(gated, Status):
-        return gated
-    job, inputs = gated
-    asked = job.spec  # the spec as written, before its container becomes the script
-    pulled = yield from images.gate(at, job)
-    if isinstance(pulled, Status):
-        return replace(pulled, inputs=inputs)
-    job, image = pulled
-    outcome: SubmitOutcome | Trouble = yield at.effect(Submit(job))
-    if isinstance(outcome, Trouble):
-        return at.unreachable(outcome)
-    prev, plan = at.prev, at.plan
-    kept = prev.spec_hash if prev.attempt == plan.attempt and prev.spec_hash else digest(asked)
-    reached = yield from _sent(at, job, outcome)
-    if isinstance(reached, Status):
-        return reached
-    return replace(reached, status=replace(reached.status, spec_hash=kept, inputs=inputs,
-                                           image=image))
-
-
-def _sent(at: Round, job: JobRequest, outcome: SubmitOutcome) -> Effects[Status | Reached]:
-    """Where the guarded submission left the attempt; a job it has is tracked from now on."""
-    call, prev, plan = at.call, at.prev, at.plan
-    backend, cluster = at.where.backend, at.where.cluster
-    if outcome.answer is SubmitAnswer.IN_FLIGHT:
-        return Reached(lifecycle.in_flight(prev, plan, backend=backend, cluster=cluster))
-    if outcome.answer is SubmitAnswer.REFUSED:
-        return Reached(lifecycle.refused(prev, plan, backend=backend, cluster=cluster,
-                                         message=outcome.message))
-    if outcome.answer is SubmitAnswer.TRANSIENT:
-        return at.unreachable(Trouble(
-            Reason.CLUSTER_UNREACHABLE,
-            f"The scheduler did not take the submission ({outcome.message}); it is retried "
-            "once the attempt's guard expires."))
-    ref = JobRef(job.key, outcome.job_id,
-                 call.rules[backend].expected_tasks(job.spec.options, outcome.job_id))
-    new = lifecycle.submitted(prev, plan, backend=backend, cluster=cluster, job=ref,
-                              now=response.format_time(call.now))
-    yield at.effect(Track(ref))
-    notes = (f"submitted {call.namespace}/{call.name} attempt {plan.attempt} as {backend} "
-             f"job {outcome.job_id}",) if outcome.answer is SubmitAnswer.SUBMITTED else ()
-    return Reached(new, notes)
-
-
-def _job(at: Round, spec: Spec) -> JobRequest | Status:
-    """The attempt to submit, with its env and input files; or the status saying why the
-    objects they come from cannot be read."""
-    call = at.call
-    resolved = payload.resolve(spec, namespace=call.namespace, secrets=call.secrets,
-                               config_maps=call.config_maps,
-                               writes_file=call.rules[at.where.backend].writes_file)
-    if isinstance(resolved, payload.Unresolved):
-        if resolved.reason is Reason.INVALID_SPEC:
-            return lifecycle.invalid_spec(at.prev, resolved.message, backend=at.where.backend)
-        return at.unreachable(Trouble(resolved.reason, resolved.message))
-    return JobRequest(call.namespace, call.name, call.uid, at.plan.attempt,
-                      _for_attempt(call, spec, at.where), call.policy.guard_stale,
-                      environment=resolved.environment, inputs=resolved.inputs)
 
 
 def _track(at: Round) -> Effects[Status | Reached]:
@@ -298,14 +219,3 @@ def _ended(at: Round, ref: JobRef, new: Status) -> Effects[Reached]:
                                   str(new.phase)))
     yield at.effect(Forget(ref.key))
     return Reached(staging.ended(call, new))
-
-
-def _for_attempt(call: Call, spec: Spec, where: Placement) -> Spec:
-    """The spec as the attempt is submitted: on the cluster (route, workDir) it was first sent
-    to, and, after an edit changed ``spec.backend``, with that scheduler's defaults for its
-    own block."""
-    spec = replace(spec, cluster=where.cluster)
-    if spec.backend == where.backend:
-        return spec
-    return replace(spec, backend=where.backend,
-                   options=call.rules[where.backend].parse_options({}, Resources()))

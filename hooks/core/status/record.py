@@ -11,12 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hooks.core.spec.layout import DNS_SUBDOMAIN, cluster_ref
-from hooks.core.status import dependencies, image, stored, transfers, usage
+from hooks.core.status import dependencies, image, route, stored, transfers, usage
 from hooks.core.status.usage import Usage
-from hooks.core.values.fields import SpecError
 from hooks.core.values.image import ImageRecord
-from hooks.core.values.job import DEFAULT_WORK_DIR, ClusterRef
+from hooks.core.values.job import ClusterRef
 from hooks.core.values.phases import TERMINAL_PHASES, Phase
 from hooks.core.values.reasons import Reason
 from hooks.core.values.sdk import Rules
@@ -106,7 +104,7 @@ def from_raw(raw: object, rules: Rules) -> Status:
         start_time=stored.timestamp(raw.get("startTime")),
         completion_time=stored.timestamp(raw.get("completionTime")),
         logs_pod=stored.name(raw.get("logsPod")),
-        cluster=_cluster(raw.get("cluster")),
+        cluster=route.from_raw(raw.get("cluster")),
         reachable={"True": True, "False": False}.get(stored.text(reach.get("status"))),
         reachability_reason=stored.text(reach.get("reason")),
         reachability_message=stored.text(reach.get("message")),
@@ -162,7 +160,7 @@ def _optional(status: Status, generation: int | None) -> dict[str, Any]:
         "startTime": status.start_time,
         "completionTime": status.completion_time,
         "logsPod": status.logs_pod,
-        "cluster": _cluster_raw(status.cluster),
+        "cluster": route.to_raw(status.cluster),
         "attemptSpecHash": status.spec_hash or None,
         "inputs": transfers.to_raw(status.inputs),
         "outputs": transfers.to_raw(status.outputs),
@@ -262,43 +260,3 @@ def condition(raw: object, kind: str) -> Mapping[str, Any]:
         if isinstance(item, dict) and item.get("type") == kind:
             return item
     return {}
-
-
-def _cluster(raw: object) -> ClusterRef | None:
-    """Where the attempt was submitted, if the stored status says so in a form the spec takes
-    (``hooks.core.spec.layout.cluster_ref``): anything else is no cluster."""
-    try:
-        route = cluster_ref(raw, "status.cluster")
-    except SpecError:
-        return None
-    assert isinstance(raw, dict)
-    site, known_hosts = raw.get("name"), raw.get("knownHosts")
-    if site is None:
-        return route
-    if not isinstance(site, str) or not DNS_SUBDOMAIN.fullmatch(site):
-        return None
-    # A BatchCluster's route trusts the host keys it was submitted with (none: none).
-    return replace(route, site=site, known_hosts=known_hosts if isinstance(
-        known_hosts, str) else "", insecure_skip_host_key_check=False,
-        jump=tuple(replace(hop, insecure_skip_host_key_check=False) for hop in route.jump))
-
-
-def _cluster_raw(cluster: ClusterRef | None) -> dict[str, Any] | None:
-    if cluster is None:
-        return None
-    raw = _login_raw(cluster.host, cluster.port, cluster.secret_name,
-                     cluster.insecure_skip_host_key_check)
-    if cluster.jump:
-        raw["jump"] = [_login_raw(hop.host, hop.port, hop.secret_name,
-                                  hop.insecure_skip_host_key_check) for hop in cluster.jump]
-    if cluster.work_dir != DEFAULT_WORK_DIR:
-        raw["workDir"] = cluster.work_dir
-    if cluster.site:
-        raw["name"] = cluster.site
-        raw["knownHosts"] = cluster.known_hosts
-    return raw
-
-
-def _login_raw(host: str, port: int, secret: str, insecure: bool) -> dict[str, Any]:
-    return {"host": host, "port": port, "secretRef": {"name": secret},
-            "insecureSkipHostKeyCheck": insecure}
