@@ -126,7 +126,7 @@ def _names(value: object, where: str) -> tuple[str, ...]:
         raise SpecError(f"{where} must list 1 to {len(RUNTIMES)} runtimes "
                         f"({', '.join(RUNTIMES)}).")
     for item in value:
-        if item not in RUNTIMES:
+        if not isinstance(item, str) or item not in RUNTIMES:
             raise SpecError(f"{where} lists {shown(item)}, which is none of "
                             f"{', '.join(RUNTIMES)}.")
     return tuple(dict.fromkeys(value))

@@ -38,7 +38,7 @@ def parse_container(raw: object) -> Container | None:
     if unknown:
         raise SpecError(f"spec.container.{unknown[0]} is not a field of spec.container.")
     policy = spec.get("imagePullPolicy", PullPolicy.IF_NOT_PRESENT.value)
-    if policy not in set(PullPolicy):
+    if not isinstance(policy, str) or policy not in set(PullPolicy):
         raise SpecError("spec.container.imagePullPolicy must be Always, IfNotPresent or Never, "
                         f"not {shown(policy)}.")
     command = spec.get("command")

@@ -77,6 +77,8 @@ def test_a_site_without_runtimes_refuses_a_container_naming_itself() -> None:
 @pytest.mark.parametrize("containers, field", [
     ({"runtimes": []}, "spec.containers.runtimes"),
     ({"runtimes": ["docker"], "imageCache": "/c"}, "spec.containers.runtimes"),
+    ({"runtimes": [["podman"]], "imageCache": "/c"}, "spec.containers.runtimes"),
+    ({"runtimes": [{}], "imageCache": "/c"}, "spec.containers.runtimes"),
     ({"runtimes": ["podman"]}, "spec.containers.imageCache"),
     ({"runtimes": ["podman"], "default": "apptainer", "imageCache": "/c"},
      "spec.containers.default"),

@@ -85,6 +85,8 @@ def test_hostile_references_are_refused(image: object) -> None:
 
 @pytest.mark.parametrize("fields, field", [
     ({"imagePullPolicy": "Sometimes"}, "spec.container.imagePullPolicy"),
+    ({"imagePullPolicy": ["Always"]}, "spec.container.imagePullPolicy"),
+    ({"runtime": ["podman"]}, "spec.container.runtime"),
     ({"imagePullSecrets": [{"name": "Bad_Name"}]}, "spec.container.imagePullSecrets[0].name"),
     ({"imagePullSecrets": "regcred"}, "spec.container.imagePullSecrets"),
     ({"command": []}, "spec.container.command"),
