@@ -30,6 +30,7 @@ from hooks.core.decide.effects import (
     ListActive,
     MarkEnded,
     PrepareImage,
+    ProbeContainers,
     Query,
     Release,
     ResolveImage,
@@ -163,6 +164,8 @@ class Executor:
                 scheduler.mark_ended(conn, remote_dir, phase, deadline=deadline)
             case PrepareImage(pull):
                 return scheduler.prepare_image(conn, pull, deadline=deadline)
+            case ProbeContainers():
+                return scheduler.container_support(conn, deadline=deadline)
             case _:
                 raise TypeError(f"unknown action {action!r}")
         return None

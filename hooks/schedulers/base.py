@@ -21,6 +21,8 @@ to the scheduler, and knows nothing else of either::
     [job id] -------------->|  hold, release   (spec.suspend, for jobs waiting in the queue)
     remote_dir, phase ----->|  mark_ended      (the ``ended`` marker the log Pod waits for)
     ImagePull ------------->|  prepare_image   (the image in the site's cache, or its pull)
+                            |  container_support (what the execute nodes run themselves;
+                            |                     asked only of a scheduler with own_containers)
     root, stale ----------->|  remove_directory (the BatchJob's directory, when it is deleted)
 
 Every operation takes the open connection and a ``Deadline``; the transport raises
@@ -36,7 +38,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from hooks.core.decide.effects import Access, Trouble
-from hooks.core.values.image import ImagePull, PreparedImage
+from hooks.core.values.image import ImagePull, PoolContainers, PreparedImage
 from hooks.core.values.job import ClusterRef, JobRef, JobRequest, SubmitOutcome
 from hooks.core.values.phases import TaskState
 from hooks.core.values.reasons import Reason
@@ -147,6 +149,11 @@ class Scheduler(SchedulerRules, Protocol[Taken]):
                       deadline: Deadline) -> PreparedImage:
         """Find ``spec.container``'s image in the site's cache, or start or follow its pull
         into it, in the background (``hooks.schedulers.image_cache``)."""
+        ...
+
+    def container_support(self, conn: Taken, *, deadline: Deadline) -> PoolContainers:
+        """Which images the execute nodes run themselves (``own_containers``); a scheduler
+        without such support answers ``PoolContainers()``."""
         ...
 
     def remove_directory(self, conn: Taken, root: str, stale_seconds: int, *,

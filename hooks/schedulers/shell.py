@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from hooks.core.decide.effects import Access, Trouble
-from hooks.core.values.image import ImagePull, PreparedImage
+from hooks.core.values.image import ImagePull, PoolContainers, PreparedImage
 from hooks.core.values.job import ClusterRef
 from hooks.core.values.reasons import Reason
 from hooks.deadline import Deadline
@@ -99,6 +99,9 @@ class OverSSH:
     def prepare_image(self, conn: Remote, pull: ImagePull, *,
                       deadline: Deadline) -> PreparedImage:
         return image_cache.prepare(conn, pull, deadline=deadline)
+
+    def container_support(self, conn: Remote, *, deadline: Deadline) -> PoolContainers:
+        return PoolContainers()
 
     def remove_directory(self, conn: Remote, root: str, stale_seconds: int, *,
                          deadline: Deadline) -> str | Trouble:

@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 from hooks.core.sites.secret import Credentials
 from hooks.core.spec.batchjob import Placement
 from hooks.core.status.record import Status
-from hooks.core.values.image import ImagePull, ImageRef, PreparedImage, ResolvedImage
+from hooks.core.values.image import (
+    ImagePull,
+    ImageRef,
+    PoolContainers,
+    PreparedImage,
+    ResolvedImage,
+)
 from hooks.core.values.job import JobRef, JobRequest, SubmitOutcome
 from hooks.core.values.phases import TaskState
 from hooks.core.values.reasons import Reason
@@ -120,6 +126,12 @@ class PrepareImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeContainers:
+    """Ask the scheduler whether its execute nodes run images themselves (answers
+    ``PoolContainers``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Cleanup:
     """Remove the BatchJob's remote directory ``root`` unless a submission younger than
     ``stale`` seconds is in flight there (answers ``removed``, ``gone`` or ``busy``)."""
@@ -129,9 +141,9 @@ class Cleanup:
 
 
 Action = (Submit | Query | Track | Forget | MarkEnded | Hold | Release | ListActive | Cancel
-          | Cleanup | ResolveImage | PrepareImage)
+          | Cleanup | ResolveImage | PrepareImage | ProbeContainers)
 Result = (SubmitOutcome | Sequence[TaskState] | tuple[str, ...] | str | None | Trouble
-          | ResolvedImage | PreparedImage)
+          | ResolvedImage | PreparedImage | PoolContainers)
 
 
 @dataclass(frozen=True, slots=True)

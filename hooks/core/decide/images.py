@@ -11,20 +11,37 @@ image not in the cache ends the attempt unsent (``ErrImageNeverPull``). With
 ``IfNotPresent`` a registry that cannot be reached (not one that refuses) is no failure when
 the cache holds what the reference named last time. Once the image is in the cache, the
 attempt is submitted with a script that runs it (``hooks.core.runtimes.wrapper``).
+
+On a scheduler that runs images itself (HTCondor's ``container_image``) the scheduler is
+asked, once the image is ready, whether its execute nodes advertise it (``ProbeContainers``):
+a SIF file in the cache then runs with the pool's own runtime, in a container universe job
+whose executable runs inside the image (``hooks.core.runtimes.pool``), when the job needs
+nothing that only the script can give (``mounts``, the site's runtime flags). A BatchCluster
+that lists no runtime of its own gets its pool's: the registry is asked for the digest, and
+the execute node pulls ``docker://...@digest`` itself; a pool that advertises no such runtime
+ends the attempt unsent, ``InvalidSpec`` naming the BatchCluster.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
-from hooks.core.decide.effects import Effects, PrepareImage, ResolveImage, Trouble
+from hooks.core.decide.effects import (
+    Effects,
+    PrepareImage,
+    ProbeContainers,
+    ResolveImage,
+    Trouble,
+)
 from hooks.core.decide.rounds import Round
-from hooks.core.runtimes import RUNTIMES, wrapper
+from hooks.core.runtimes import RUNTIMES, pool, wrapper
 from hooks.core.sites.pull_secrets import PullSecretError, pull_credentials
 from hooks.core.status import unsent
 from hooks.core.status.record import Status
 from hooks.core.values.image import (
     Container,
+    ImageConfig,
     ImagePull,
     ImageRecord,
     Prepared,
@@ -43,6 +60,8 @@ Gated = tuple[JobRequest, ImageRecord | None] | Status
 UNREACHABLE = Reason.CLUSTER_UNREACHABLE
 """A resolution's trouble when the registry could not be asked (``ResolveImage``): with
 ``IfNotPresent`` the cache's record of the reference stands in for its answer."""
+SUBMITTABLE = re.compile(r"/[A-Za-z0-9._/@:+-]+")
+"""An image file's path that a submit description holds as it is (``container_image``)."""
 BARE = "sha256:" + "0" * 64
 """A digest to learn each runtime's cache name from: what it adds to ``sha256-<hex>``."""
 
@@ -56,6 +75,8 @@ def gate(at: Round, job: JobRequest) -> Effects[Gated]:
     record = _record(at, container)
     if record.pull_failures and _backing_off(at, record):
         return _waiting(at, record, Reason.IMAGE_PULL_BACKOFF, at.prev.message)
+    if container.runtime == at.where.backend:
+        return (yield from _pooled(at, job, container, record))
     if container.image.transport is Transport.FILE:
         return _ready(job, record, PreparedImage(Prepared.READY, path=container.image.path),
                       _launcher(at))
@@ -77,7 +98,67 @@ def gate(at: Round, job: JobRequest) -> Effects[Gated]:
         return replace(at.unreachable(prepared), image=record)
     if isinstance(resolved, Trouble) and prepared.state is not Prepared.READY:
         return _failed(at, record, resolved)
+    if prepared.state is Prepared.READY and _pool_may_run(at, job, prepared):
+        support = yield at.effect(ProbeContainers())
+        if isinstance(support, Trouble):
+            return replace(at.unreachable(support), image=record)
+        if support.sif:
+            return _in_pool(job, replace(record, digest=prepared.digest or record.digest,
+                                         pull_failures=0, last_failure=""),
+                            prepared.path, prepared.config)
     return _after(at, job, record, prepared)
+
+
+def _pool_may_run(at: Round, job: JobRequest, prepared: PreparedImage) -> bool:
+    """Whether the scheduler's own runtime could run the cached image as the script would:
+    a SIF file at a path a submit description holds as it is, known to run (``command``, a
+    script, or the image's config), with no mounts or site flags, which only the script
+    passes."""
+    container = job.spec.container
+    assert container is not None
+    return (at.call.rules[at.where.backend].own_containers
+            and container.image.transport is not Transport.FILE
+            and RUNTIMES[container.runtime].makes_sif
+            and not container.mounts and not container.runtime_args
+            and SUBMITTABLE.fullmatch(prepared.path) is not None
+            and (prepared.config is not None or container.command is not None
+                 or bool(job.spec.script)))
+
+
+def _pooled(at: Round, job: JobRequest, container: Container,
+            record: ImageRecord) -> Effects[Gated]:
+    """The image run by the pool's own runtime on a BatchCluster that lists none: asked of
+    the registry (for its digest and config), then pulled by the execute node."""
+    support = yield at.effect(ProbeContainers())
+    if isinstance(support, Trouble):
+        return replace(at.unreachable(support), image=record)
+    if not support.docker:
+        site = at.where.cluster.site
+        ended = unsent.refused(at.prev, at.plan, backend=at.where.backend,
+                               cluster=at.where.cluster, message=(
+                                   f"spec.container cannot run on BatchCluster {site}: it lists "
+                                   "no container runtime (spec.containers), and no execute node "
+                                   "of its pool advertises one that pulls docker:// images "
+                                   "(HasContainer, HasDockerURL); ask its platform team."))
+        return replace(ended, image=record)
+    resolved = yield at.effect(ResolveImage(container.image, None, ()))
+    if isinstance(resolved, Trouble):
+        return _failed(at, record, resolved)
+    record = replace(record, digest=resolved.digest, pull_failures=0, last_failure="")
+    return _in_pool(job, record, f"{Transport.DOCKER}://{container.image.pinned(resolved.digest)}",
+                    resolved.config)
+
+
+def _in_pool(job: JobRequest, record: ImageRecord, image: str,
+             config: ImageConfig | None) -> tuple[JobRequest, ImageRecord]:
+    """The job whose image the scheduler runs itself: ``image`` for ``container_image``, and
+    the program it runs inside, with the BatchJob's own script, if any, beside it."""
+    script = pool.render(job.spec, config)
+    inputs = job.inputs
+    if job.spec.script:
+        inputs = (*inputs, InputFile(wrapper.SCRIPT, job.spec.script.encode()))
+    return replace(job, spec=replace(job.spec, script=script), inputs=inputs,
+                   pool_image=image), record
 
 
 def _credentials(at: Round, container: Container) -> tuple[str, str] | Trouble | None:

@@ -46,6 +46,7 @@ class Apptainer:
     env_prefix: str = "APPTAINERENV_"
     version_note: str = NOTE
     supports_read_only: bool = True
+    makes_sif: bool = True
 
     def cached_name(self, digest: str) -> str:
         """A SIF file: ``sha256-<hex>.sif``."""

@@ -37,6 +37,12 @@ class Runtime(Protocol):
         ...
 
     @property
+    def makes_sif(self) -> bool:
+        """Whether the cache holds the image as a SIF file, which an HTCondor pool's own
+        runtime can run (``container_image``) instead of the batch script running it."""
+        ...
+
+    @property
     def version_note(self) -> str:
         """Which versions the command lines are for, and what is known of them only from the
         runtime's documentation."""

@@ -61,6 +61,7 @@ class Charliecloud:
     command: str = "ch-run"
     version_note: str = NOTE
     supports_read_only: bool = False
+    makes_sif: bool = False
 
     def cached_name(self, digest: str) -> str:
         """A directory: ``sha256-<hex>``."""

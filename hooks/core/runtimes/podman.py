@@ -55,6 +55,7 @@ class Podman:
     command: str = "podman"
     version_note: str = NOTE
     supports_read_only: bool = True
+    makes_sif: bool = False
 
     def cached_name(self, digest: str) -> str:
         """An OCI archive: ``sha256-<hex>.tar``."""

@@ -10,6 +10,12 @@ sentence naming the field and the BatchCluster. A route a BatchJob names itself 
 installation allows one) has no platform team: its container runs with the runtime it asks for
 (Apptainer by default), from a cache in its work directory, from any registry on the public
 Internet, with no host paths.
+
+A BatchCluster that lists no runtime still runs images where its scheduler runs them itself
+(HTCondor's ``container_image``, ``pool_runtime``): then only a public ``docker://`` image,
+without a registry login, mounts or ``imagePullPolicy: Never``, since the execute node pulls
+it, where no login can be handed over and no cache is kept. Whether the pool's nodes advertise
+such a runtime is asked before the submission (``hooks.core.decide.images``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from hooks.core.runtimes import RUNTIMES
 from hooks.core.spec.container import RUNTIME_NAME, absolute_path, within
 from hooks.core.spec.layout import work_dir
 from hooks.core.values.fields import SpecError, mapping
-from hooks.core.values.image import REGISTRY, Container, Transport
+from hooks.core.values.image import REGISTRY, Container, PullPolicy, Transport
 from hooks.core.values.shell_words import bindable
 from hooks.core.values.text import has_control, shown
 
@@ -71,11 +77,14 @@ def parse_containers(value: object) -> SiteContainers | None:
 
 
 def apply(container: Container, site: SiteContainers | None, *, name: str,
-          direct_work_dir: str) -> Container:
+          direct_work_dir: str, pool_runtime: str = "") -> Container:
     """``container`` as the site runs it: its runtime, cache and flags; ``SpecError`` when
     it asks for what the site does not allow. ``name`` is the BatchCluster's (empty for a
     route the BatchJob names itself); ``direct_work_dir`` the attempt's work directory (the
-    cache of a route of its own is in it)."""
+    cache of a route of its own is in it); ``pool_runtime`` the name of the scheduler's own
+    runtime, when it has one (``SchedulerRules.own_containers``)."""
+    if site is None and name and pool_runtime:
+        return _pooled(container, name, pool_runtime)
     if site is None and name:
         raise SpecError(f"spec.container is set, but BatchCluster {name} offers no container "
                         "runtime (its spec.containers is empty); ask its platform team.")
@@ -103,6 +112,30 @@ def apply(container: Container, site: SiteContainers | None, *, name: str,
     return replace(container, runtime=runtime, image_cache=site.image_cache,
                    runtime_args=tuple(site.runtime_args.get(runtime, ())),
                    allowed_registries=site.allowed_registries or ())
+
+
+def _pooled(container: Container, name: str, pool_runtime: str) -> Container:
+    """``container`` run by the pool's own runtime, on a BatchCluster ``name`` that lists
+    none of its own."""
+    which = f"BatchCluster {name} lists no container runtime (spec.containers)"
+    if container.runtime:
+        raise SpecError(f"spec.container.runtime {container.runtime!r} is not offered: {which}; "
+                        "leave it unset to run the image with its pool's own runtime.")
+    if container.image.transport is not Transport.DOCKER:
+        raise SpecError(f"spec.container.image must be a docker:// reference: {which}, and its "
+                        "pool's own runtime pulls only those.")
+    if container.pull_secrets:
+        raise SpecError(f"spec.container.imagePullSecrets cannot be used: {which}, and its "
+                        "pool's own runtime pulls on the execute node, where no registry login "
+                        "is handed over.")
+    if container.pull_policy is PullPolicy.NEVER:
+        raise SpecError(f"spec.container.imagePullPolicy Never needs an image cache: {which}, "
+                        "and its pool's own runtime pulls on the execute node.")
+    if container.mounts:
+        raise SpecError(f"spec.container.mounts cannot be bound: {which}, so no host path is "
+                        "allowed.")
+    return replace(container, runtime=pool_runtime, image_cache="", runtime_args=(),
+                   allowed_registries=())
 
 
 def _check_image(container: Container, site: SiteContainers, runtime: str, which: str) -> None:

@@ -189,18 +189,21 @@ def _checked(parsed: ParsedSpec, site: Site, merged: Mapping[str, Any], rules: R
                           f"{over} (BatchCluster {site.name}); change the spec.")
     spec = replace(parsed.spec, cluster=routed.cluster)
     return _contained(ParsedSpec(parsed.backend, routed, spec, "", digest(spec)),
-                      site.containers, site.name)
+                      site.containers, site.name,
+                      site.backend if rules[site.backend].own_containers else "")
 
 
-def _contained(parsed: ParsedSpec, site: SiteContainers | None, name: str) -> ParsedSpec:
+def _contained(parsed: ParsedSpec, site: SiteContainers | None, name: str,
+               pool_runtime: str = "") -> ParsedSpec:
     """``parsed`` with its container as the route's site runs it (``name``: the BatchCluster,
-    empty for a route the BatchJob names itself), or invalid when it asks for more."""
+    empty for a route the BatchJob names itself; ``pool_runtime``: its scheduler's own
+    runtime, if it has one), or invalid when it asks for more."""
     spec = parsed.spec
     if spec is None or spec.container is None:
         return parsed
     try:
         container = apply(spec.container, site, name=name,
-                          direct_work_dir=spec.cluster.work_dir)
+                          direct_work_dir=spec.cluster.work_dir, pool_runtime=pool_runtime)
     except SpecError as err:
         return ParsedSpec(parsed.backend, parsed.placement, None, str(err))
     spec = replace(spec, container=container)

@@ -46,6 +46,13 @@ def staging(
     return replace(fresh(prev, p, backend, cluster), reason=reason, message=message)
 
 
+def refused(
+    prev: Status, p: Plan, *, backend: str, cluster: ClusterRef, message: str,
+) -> Status:
+    """What the attempt asks cannot run where it is routed, found only by asking the cluster
+    (``InvalidSpec``): it ends unsent, and an edit of the spec starts a new attempt."""
+    return replace(fresh(prev, p, backend, cluster), phase=Phase.FAILED,
+                   reason=Reason.INVALID_SPEC, message=message)
 
 
 def never_pulled(

@@ -179,6 +179,18 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolContainers:
+    """What a pool's execute nodes advertise of running an image themselves (HTCondor's
+    ``HasContainer`` with ``HasSIF`` or ``HasDockerURL``): a scheduler without such support
+    advertises neither."""
+
+    sif: bool = False
+    """Some execute node runs a SIF file named by its path."""
+    docker: bool = False
+    """Some execute node pulls a ``docker://`` reference itself and runs it."""
+
+
+@dataclass(frozen=True, slots=True)
 class ImageConfig:
     """What an image's config says about running it (OCI image config ``config``)."""
 

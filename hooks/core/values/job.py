@@ -176,6 +176,10 @@ class JobRequest:
     guarded submission); empty without such inputs."""
     staged: tuple[str, ...] = ()
     """The files and directories those inputs make at the top of the attempt's directory."""
+    pool_image: str = ""
+    """The image the scheduler runs the job in itself (HTCondor's ``container_image``): a
+    SIF file in the site's cache, or ``docker://registry/repository@digest``; empty when the
+    job's script runs the image, or there is none."""
 
     @property
     def key(self) -> str:

@@ -42,6 +42,11 @@ class SchedulerRules(Protocol):
     """The command that starts one copy of a program per task across a job's nodes (SLURM's
     ``srun``): a ``spec.container`` job of more than one node runs its container under it,
     one per task (the hybrid model of MPI with containers). Empty: none."""
+    own_containers: bool
+    """Whether the scheduler runs an image itself where its execute nodes advertise a runtime
+    (HTCondor's ``container_image``): the hooks then ask it (``container_support``) before a
+    ``spec.container`` job is submitted, and a site that lists no runtime of its own may
+    still run images."""
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> Any:
         """The scheduler's spec block (``{}`` when absent), validated with the resources it

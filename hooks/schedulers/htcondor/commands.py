@@ -34,6 +34,16 @@ TRANSIENT_ERRORS = (
 from its address ``Failed to connect to local queue manager`` + ``CEDAR:6001:Failed to connect
 to <...>`` or ``SECMAN:2011:...``; no address and no collector ``Can't find address of local
 schedd``), as opposed to a refused description (``ERROR: on Line 3 of submit file: ...``)."""
+CONTAINER_SUPPORT = (
+    "sh", "-c",
+    "a=$(condor_status -startd -constraint 'HasContainer =?= true' -af HasSIF HasDockerURL) "
+    '|| exit; printf "%s\\n" "$a" | sort -u',
+    "hpcbridge-condor-containers",
+)
+"""What the pool's execute nodes run themselves: ``HasSIF`` and ``HasDockerURL`` of every slot
+that advertises ``HasContainer`` (what condor_submit 23.9.6 requires of a container universe
+job with a SIF path or a ``docker://`` reference), one line per distinct answer, so the
+output stays short on a pool of any size."""
 KEY_CHUNK = 400
 """Keys per condor_q/condor_history constraint: about 16 KB of command line at most."""
 OURS = f"{KEY_ATTRIBUTE} isnt undefined"

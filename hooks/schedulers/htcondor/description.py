@@ -17,6 +17,13 @@ comparison, so that the removal reason names it and ``htcondor_states`` maps it 
 The shadow evaluates the expression on each update from the starter and the schedd every
 ``PERIODIC_EXPR_INTERVAL`` (60 s by default), so a job stops up to that long after its limit.
 
+An attempt whose image the pool runs itself (``JobRequest.pool_image``) is a container universe
+job instead: ``container_image`` names the SIF file in the site's cache (never transferred:
+the cache is shared) or a ``docker://`` reference pinned by digest, and the job always runs in
+HTCondor's scratch directory with file transfer (``should_transfer_files = YES``), because
+the pool's runtime binds that directory into the container and no other: the inputs go in, and
+what the job writes comes back to the attempt's directory when it exits.
+
 A ``periodic_remove`` of the user's is never pasted into that expression: next to a time limit
 it becomes the job attribute ``HpcbridgePeriodicRemove``, which condor_submit parses on its own
 (text that does not parse fails the submission) and the time limit's expression only refers to,
@@ -25,6 +32,8 @@ limit's parentheses, even through a macro; ``rules`` also refuses such text earl
 """
 
 from __future__ import annotations
+
+import re
 
 from hooks.core.values.job import JobRequest
 from hooks.schedulers.files import ENV_FILE, WRAPPER, input_tops
@@ -35,6 +44,9 @@ from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER, USER_PART
 OUTPUT = "$(Cluster).$(Process).out"
 ERROR = "$(Cluster).$(Process).err"
 USER_LOG = "job.log"
+IMAGE_VALUE = re.compile(r"[A-Za-z0-9._/@:+-]+")
+"""What a ``container_image`` value may hold: no space, quote, ``#`` or ``$`` that the submit
+description would read as more than the image."""
 
 
 def classad_string(value: str) -> str:
@@ -82,7 +94,7 @@ def submit_description(job: JobRequest) -> str:
     opts: HTCondorOptions = spec.options
     lines = [
         f"# hpcbridge: {job.namespace}/{job.name} attempt {job.attempt}",
-        "universe = vanilla",
+        *_universe(job.pool_image),
         f"executable = {WRAPPER if job.environment else 'script'}",
         "transfer_executable = true",
         f"output = {OUTPUT}",
@@ -109,6 +121,16 @@ def submit_description(job: JobRequest) -> str:
     lines += [f"{key} = {value}" for key, value in theirs]
     lines.append(f"queue {opts.queue}")
     return "\n".join(lines) + "\n"
+
+
+def _universe(image: str) -> list[str]:
+    """The universe of the attempt: vanilla, or the container universe running ``image``."""
+    if not image:
+        return ["universe = vanilla"]
+    if not IMAGE_VALUE.fullmatch(image):
+        raise ValueError(f"{image!r} cannot be a container_image (space, quote, # or $)")
+    return ["universe = container", f"container_image = {image}", "transfer_container = false",
+            "should_transfer_files = YES", "when_to_transfer_output = ON_EXIT"]
 
 
 def _removal(time_limit: int | None, theirs: str | None) -> list[str]:

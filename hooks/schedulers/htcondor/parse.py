@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hooks.core.values.image import PoolContainers
 from hooks.core.values.job import JobRef
 from hooks.core.values.phases import Outcome, TaskState
 from hooks.core.values.sdk import SchedulerError
@@ -150,3 +151,17 @@ def _int(value: object) -> int | None:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def container_support(text: str) -> PoolContainers:
+    """``commands.CONTAINER_SUPPORT``'s lines (``HasSIF HasDockerURL`` per kind of slot) as
+    what some execute node runs itself; ``undefined`` and ``false`` say no.
+
+    >>> container_support("false true\\ntrue undefined\\n")
+    PoolContainers(sif=True, docker=True)
+    >>> container_support("")
+    PoolContainers(sif=False, docker=False)
+    """
+    rows = [line.split() for line in text.splitlines()]
+    return PoolContainers(sif=any(row[:1] == ["true"] for row in rows),
+                          docker=any(row[1:2] == ["true"] for row in rows))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from hooks.core.values.image import PoolContainers
 from hooks.core.values.job import JobRef, JobRequest, SubmitOutcome
 from hooks.core.values.phases import TaskState
 from hooks.core.values.sdk import SchedulerError
@@ -112,6 +113,10 @@ class HTCondorRemote(OverSSH):
         result = conn.run(["condor_rm", *job_ids], deadline=deadline)
         if result.exit_status != 0 and not rm_gone_only(result):
             raise SchedulerError(f"condor_rm failed: {_last_line(result)}")
+
+    def container_support(self, conn: Remote, *, deadline: Deadline) -> PoolContainers:
+        return parse.container_support(
+            _ads(conn, "condor_status", commands.CONTAINER_SUPPORT, deadline))
 
     def hold(self, conn: Remote, job_ids: Sequence[str], *, deadline: Deadline) -> None:
         _hold_or_release(conn, "condor_hold", job_ids, deadline)

@@ -47,6 +47,11 @@ OWNED_COMMANDS: tuple[SubmitCommand, ...] = (
     SubmitCommand(("arguments", "Args"), "Args"),
     SubmitCommand(("arguments2",), "Arguments"),
     SubmitCommand(("input", "stdin"), "In"),
+    # Which image runs it (spec.container, within the site's policy; ContainerImage as
+    # condor_submit -dry-run prints it on the test pool):
+    SubmitCommand(("container_image",), "ContainerImage"),
+    SubmitCommand(("docker_image",), "DockerImage"),
+    SubmitCommand(("transfer_container",), "TransferContainer"),
     # Where the output goes (the log Pod reads <cluster>.<proc>.out/.err in the attempt
     # directory):
     SubmitCommand(("initialdir", "Iwd", "initial_dir", "job_iwd"), "Iwd"),
@@ -144,6 +149,7 @@ class HTCondorRules:
     task_id_pattern = TASK_ID
     queue_limit: QueueLimit | None = None
     parallel_launcher: tuple[str, ...] = ()
+    own_containers = True
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> HTCondorOptions:
         """The ``spec.htcondor`` block. Pure: no I/O."""

@@ -53,6 +53,7 @@ class SlurmRules:
     task_id_pattern = TASK_ID
     queue_limit: QueueLimit | None = QueueLimit("partition", "partitions")
     parallel_launcher: tuple[str, ...] = ("srun",)
+    own_containers = False
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> SlurmOptions:
         """The ``spec.slurm`` block. Pure: no I/O."""

@@ -665,6 +665,39 @@ def test_minimal_description() -> None:
     ]
 
 
+SIF = "/scratch/images/u/apptainer/sha256-" + "ab" * 32 + ".sif"
+PULLED = "docker://registry.example.org/lab/sim@sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("image", [SIF, PULLED])
+def test_an_image_the_pool_runs_itself_is_a_container_universe_job_with_file_transfer(
+        image: str) -> None:
+    lines = description_lines(replace(request(), pool_image=image))
+    assert lines[:7] == [
+        "universe = container",
+        f"container_image = {image}",
+        "transfer_container = false",
+        "should_transfer_files = YES",
+        "when_to_transfer_output = ON_EXIT",
+        "executable = script",
+        "transfer_executable = true",
+    ]
+
+
+@pytest.mark.parametrize("image", ["/scratch/a b.sif", "/scratch/$(Owner).sif", "/s/#.sif",
+                                   '/s/"x".sif', "/s/x.sif\nqueue 9"])
+def test_an_image_the_description_would_read_as_more_is_never_written(image: str) -> None:
+    with pytest.raises(ValueError, match="container_image"):
+        submit_description(replace(request(), pool_image=image))
+
+
+@pytest.mark.parametrize("key", ["container_image", "Docker_Image", "transfer_container",
+                                 "+ContainerImage", "MY.DockerImage"])
+def test_the_image_is_the_sites_to_choose_not_a_submit_option(key: str) -> None:
+    with pytest.raises(SpecError, match="hpcbridge manages"):
+        request(htcondor={"submitOptions": {key: "docker://evil.example.org/x"}})
+
+
 def test_resources_time_limit_queue_and_options() -> None:
     job = request(
         resources={"cpus": 2, "memory": "4Gi", "gpus": 1, "timeLimit": "1h30m"},

@@ -98,6 +98,7 @@ class Toy:
     task_id_pattern = re.compile(r"(t[0-9]{1,9})(?:/[0-9]{1,2})?")
     queue_limit: QueueLimit | None = QueueLimit("queue", "queues")
     parallel_launcher: tuple[str, ...] = ()
+    own_containers = False
     transport = QueueTransport
 
     def parse_options(self, raw: Mapping[str, Any], resources: Resources) -> ToyOptions:
