@@ -24,7 +24,6 @@ ends the attempt unsent, ``InvalidSpec`` naming the BatchCluster.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from hooks.core.decide.effects import (
@@ -40,6 +39,7 @@ from hooks.core.sites.pull_secrets import PullSecretError, pull_credentials
 from hooks.core.status import unsent
 from hooks.core.status.record import Status
 from hooks.core.values.image import (
+    SUBMITTABLE,
     Container,
     ImageConfig,
     ImagePull,
@@ -60,8 +60,6 @@ Gated = tuple[JobRequest, ImageRecord | None] | Status
 UNREACHABLE = Reason.CLUSTER_UNREACHABLE
 """A resolution's trouble when the registry could not be asked (``ResolveImage``): with
 ``IfNotPresent`` the cache's record of the reference stands in for its answer."""
-SUBMITTABLE = re.compile(r"/[A-Za-z0-9._/@:+-]+")
-"""An image file's path that a submit description holds as it is (``container_image``)."""
 BARE = "sha256:" + "0" * 64
 """A digest to learn each runtime's cache name from: what it adds to ``sha256-<hex>``."""
 
@@ -120,7 +118,7 @@ def _pool_may_run(at: Round, job: JobRequest, prepared: PreparedImage) -> bool:
             and container.image.transport is not Transport.FILE
             and RUNTIMES[container.runtime].makes_sif
             and not container.mounts and not container.runtime_args
-            and SUBMITTABLE.fullmatch(prepared.path) is not None
+            and prepared.path.startswith("/") and SUBMITTABLE.fullmatch(prepared.path) is not None
             and (prepared.config is not None or container.command is not None
                  or bool(job.spec.script)))
 
@@ -145,8 +143,14 @@ def _pooled(at: Round, job: JobRequest, container: Container,
     if isinstance(resolved, Trouble):
         return _failed(at, record, resolved)
     record = replace(record, digest=resolved.digest, pull_failures=0, last_failure="")
-    return _in_pool(job, record, f"{Transport.DOCKER}://{container.image.pinned(resolved.digest)}",
-                    resolved.config)
+    image = f"{Transport.DOCKER}://{container.image.pinned(resolved.digest)}"
+    if not SUBMITTABLE.fullmatch(image):
+        ended = unsent.refused(at.prev, at.plan, backend=at.where.backend,
+                               cluster=at.where.cluster, message=(
+                                   f"spec.container.image {container.image.text} cannot be "
+                                   "named in a job description as it is."))
+        return replace(ended, image=record)
+    return _in_pool(job, record, image, resolved.config)
 
 
 def _in_pool(job: JobRequest, record: ImageRecord, image: str,

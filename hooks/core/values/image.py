@@ -30,6 +30,9 @@ COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 HOST_LABEL = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
 REGISTRY = re.compile(rf"(?:{HOST_LABEL}(?:\.{HOST_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?")
 REPOSITORY = re.compile(rf"{COMPONENT}(?:/{COMPONENT})*")
+SUBMITTABLE = re.compile(r"[A-Za-z0-9._/@:+\[\]-]+")
+"""An image a job description may name as it is (HTCondor's ``container_image``): no space,
+quote, ``#`` or ``$`` that the description would read as more than the image."""
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}")
 IMAGE_FILE = re.compile(r"/(?:[A-Za-z0-9._+-]+/)*[A-Za-z0-9._+-]+")

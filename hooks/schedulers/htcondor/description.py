@@ -33,8 +33,7 @@ limit's parentheses, even through a macro; ``rules`` also refuses such text earl
 
 from __future__ import annotations
 
-import re
-
+from hooks.core.values.image import SUBMITTABLE
 from hooks.core.values.job import JobRequest
 from hooks.schedulers.files import ENV_FILE, WRAPPER, input_tops
 from hooks.schedulers.htcondor.rules import KEY_ATTRIBUTE as KEY_ATTRIBUTE
@@ -44,9 +43,6 @@ from hooks.schedulers.htcondor.states import TIME_LIMIT_MARKER, USER_PART
 OUTPUT = "$(Cluster).$(Process).out"
 ERROR = "$(Cluster).$(Process).err"
 USER_LOG = "job.log"
-IMAGE_VALUE = re.compile(r"[A-Za-z0-9._/@:+-]+")
-"""What a ``container_image`` value may hold: no space, quote, ``#`` or ``$`` that the submit
-description would read as more than the image."""
 
 
 def classad_string(value: str) -> str:
@@ -127,7 +123,7 @@ def _universe(image: str) -> list[str]:
     """The universe of the attempt: vanilla, or the container universe running ``image``."""
     if not image:
         return ["universe = vanilla"]
-    if not IMAGE_VALUE.fullmatch(image):
+    if not SUBMITTABLE.fullmatch(image):
         raise ValueError(f"{image!r} cannot be a container_image (space, quote, # or $)")
     return ["universe = container", f"container_image = {image}", "transfer_container = false",
             "should_transfer_files = YES", "when_to_transfer_output = ON_EXIT"]

@@ -669,7 +669,8 @@ SIF = "/scratch/images/u/apptainer/sha256-" + "ab" * 32 + ".sif"
 PULLED = "docker://registry.example.org/lab/sim@sha256:" + "ab" * 32
 
 
-@pytest.mark.parametrize("image", [SIF, PULLED])
+@pytest.mark.parametrize("image", [SIF, PULLED, PULLED.replace("registry.example.org",
+                                                                  "[2001:db8::1]:5000")])
 def test_an_image_the_pool_runs_itself_is_a_container_universe_job_with_file_transfer(
         image: str) -> None:
     lines = description_lines(replace(request(), pool_image=image))
