@@ -24,6 +24,7 @@ from hooks.deadline import Deadline
 from hooks.ssh import errors
 from hooks.ssh.client import Connection, Target
 from hooks.ssh.host_keys import KnownKeys, key_family, known_host_keys
+from hooks.ssh.transport import Transport
 
 OPEN_FAILURES = {
     1: "administratively prohibited (its sshd does not allow this tunnel)",
@@ -75,7 +76,7 @@ def connect_leg(
     known = (None if target.insecure_skip_host_key_check
              else known_host_keys(credentials, target))
     sock = _tunnel(via, leg, deadline) if via is not None else _dial(leg, deadline)
-    transport = paramiko.Transport(sock)
+    transport = Transport(sock)
     try:
         _handshake(transport, leg, known, deadline)
         _authenticate(transport, credentials, pkey, leg, deadline)
