@@ -1,8 +1,11 @@
 """The inputs mover: fetch the attempt's ``s3`` and ``persistentVolumeClaim`` inputs into its
-staging directory on the cluster over SFTP. Each file is written under a temporary name and
-renamed; ``.staged`` (``FILES BYTES``) is written last, and the guarded submission moves the
-staged files into the attempt's directory (keeping ``.staged`` there as ``.staged-in``), so a
-run again after a kill copies afresh and a submission never sees half-staged inputs.
+staging directory on the cluster: as one archive the cluster's tar unpacks there, where the
+login node has a tar (``hooks.pods.movers.tarstream``), else file by file over SFTP, each
+written under a temporary name and renamed. Every file's SHA-256 is computed as it is sent and
+checked against what the cluster computes of the file it wrote. ``.staged`` (``FILES BYTES``)
+is written last, and the guarded submission moves the staged files into the attempt's
+directory (keeping ``.staged`` there as ``.staged-in``), so a run again after a kill copies
+afresh and a submission never sees half-staged inputs.
 
 Names from the store are hostile: a key below a prefix that would land outside the input's
 path (an empty, ``.`` or ``..`` component, a control character) is refused, never followed.
@@ -22,8 +25,11 @@ from minio import Minio
 
 from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
+from hooks.pods.movers import tarstream
 from hooks.pods.movers.errors import MoveError
 from hooks.pods.movers.store import download, objects
+from hooks.ssh import channels
+from hooks.ssh.client import Connection
 from hooks.ssh.files import RemoteFiles
 
 MARK = ".staged"
@@ -32,12 +38,59 @@ CHUNK = 1024 * 1024
 MAX_FILES = 100_000
 
 
-def stage(files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]], *,
-          staging: str, remote_dir: str) -> tuple[int, int]:
+def stage(conn: Connection, files: RemoteFiles, s3: Minio | None,
+          plan: list[dict[str, Any]], *, staging: str, remote_dir: str) -> tuple[int, int]:
     """Stage every input of ``plan``; the files and bytes staged."""
     for done in (f"{remote_dir}/{MOVED}", f"{staging}/{MARK}"):
         if files.size(done) is not None:
             return _counts(files, done)
+    if tarstream.available(conn):
+        count, total = streamed(conn, s3, plan, staging)
+    else:
+        count, total = _by_file(files, s3, plan, staging)
+    files.write(f"{staging}/{MARK}", [f"{count} {total}\n".encode()], f"{staging}/{MARK}.tmp")
+    return count, total
+
+
+def streamed(conn: Connection, s3: Minio | None, plan: list[dict[str, Any]],
+             staging: str) -> tuple[int, int]:
+    """Send every input of ``plan`` as one archive that the cluster's tar unpacks into
+    ``staging`` (files of mode 0600), then check each file the cluster wrote against the
+    SHA-256 of what was sent; the files and bytes staged."""
+    staged: list[tuple[str, str, int]] = []
+    current: list[tuple[Any, Any, str]] = []
+
+    def members() -> Iterator[tarstream.Member]:
+        for item in plan:
+            for path, size, chunks, check in _sources(item, s3):
+                if len(staged) >= MAX_FILES:
+                    raise MoveError(Reason.NONE, f"spec.inputs come to more than {MAX_FILES} "
+                                                 "files.")
+                md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+                current[:] = [(md5, sha, check)]
+                yield tarstream.Member(path, size, 0o600, _hashed(_hashed(chunks, md5), sha))
+
+    def sent(member: tarstream.Member, size: int) -> None:
+        ((md5, sha, check),) = current
+        if check and md5.hexdigest() != check:
+            raise MoveError(Reason.NONE, f"{member.name}: not the bytes the store names; "
+                                         "retried.")
+        staged.append((member.name, sha.hexdigest(), size))
+
+    with channels.writing(conn, ["sh", "-c", tarstream.EXTRACT, "hpcbridge-inputs", staging],
+                          what="the inputs' tar") as send:
+        tarstream.archive(send, members(), sent)
+    written = tarstream.Digests(conn, staging, [path for path, _, _ in staged]).all()
+    for path, digest, _ in staged:
+        if written[path] != digest:
+            raise MoveError(Reason.NONE, f"{path} on the cluster is not the bytes sent; "
+                                         "retried.")
+    return len(staged), sum(size for _, _, size in staged)
+
+
+def _by_file(files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]],
+             staging: str) -> tuple[int, int]:
+    """Write every input of ``plan`` into ``staging`` over SFTP, one file at a time."""
     count = total = 0
     for item in plan:
         for path, size, chunks, check in _sources(item, s3):
@@ -51,7 +104,6 @@ def stage(files: RemoteFiles, s3: Minio | None, plan: list[dict[str, Any]], *,
             count, total = count + 1, total + written
             if count > MAX_FILES:
                 raise MoveError(Reason.NONE, f"spec.inputs come to more than {MAX_FILES} files.")
-    files.write(f"{staging}/{MARK}", [f"{count} {total}\n".encode()], f"{staging}/{MARK}.tmp")
     return count, total
 
 

@@ -31,9 +31,10 @@ from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
 from hooks.deadline import Deadline
-from hooks.pods.movers import workers
+from hooks.pods.movers import tarstream, workers
 from hooks.pods.movers.errors import MoveError
 from hooks.pods.movers.store import Verified, part_size, stored, upload
+from hooks.ssh import channels
 from hooks.ssh.client import Connection, Remote
 from hooks.ssh.files import RemoteFiles
 
@@ -53,11 +54,8 @@ than these (no execute, no group or world write, no set-id or sticky bit)."""
 
 def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
             plan: list[dict[str, Any]], *, remote_dir: str, owner: str) -> tuple[int, int]:
-    """Copy every output of ``plan``; the files and bytes in place. Files up to ``SMALL``
-    bytes are copied several at a time (``hooks.pods.movers.workers``) while the cluster computes
-    the digests of the larger ones, which are then copied one at a time: into a claim as the
-    cluster still computes them (a file's digest is needed once its last byte is read), to S3
-    once they are known (an object's metadata holds it)."""
+    """Copy every output of ``plan``; the files and bytes in place. Through one tar stream
+    where the login node has a tar (``streamed``), else file by file over SFTP."""
     sizes, modes = _listing(conn, remote_dir)
     chosen: list[tuple[dict[str, Any], str]] = []
     for item in plan:
@@ -67,6 +65,68 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
                             "matched no file in the attempt's directory.", final=True)
         chosen += [(item, p) for p in found]
     _check_names({p for _, p in chosen})
+    if not tarstream.available(conn):
+        return len(chosen), _by_file(conn, files, s3, chosen, sizes, modes,
+                                     remote_dir=remote_dir, owner=owner)
+    first: dict[str, tuple[dict[str, Any], str]] = {}
+    for job in chosen:
+        first.setdefault(job[1], job)
+    again = [job for job in chosen if first[job[1]] is not job]
+    total = streamed(conn, s3, list(first.values()), sizes, modes, remote_dir=remote_dir,
+                     owner=owner)
+    return len(chosen), total + _by_file(conn, files, s3, again, sizes, modes,
+                                         remote_dir=remote_dir, owner=owner)
+
+
+def streamed(conn: Connection, s3: Minio | None, chosen: list[tuple[dict[str, Any], str]],
+             sizes: dict[str, int], modes: dict[str, int], *, remote_dir: str,
+             owner: str) -> int:
+    """Copy the chosen outputs (each path once) from one archive the cluster's tar writes,
+    small files first; the bytes copied. The cluster computes the
+    digests on a channel of its own meanwhile. A small file is read whole and copied on a
+    worker (``WORKERS`` at a time, a few queued), a large one as it arrives: into a claim as
+    it is read (its digest is needed once its last byte is), to S3 once its digest is known
+    (the object's metadata holds it)."""
+    ordered = sorted(chosen, key=lambda job: (sizes[job[1]] > SMALL, job[1]))
+    digests = tarstream.Digests(conn, remote_dir, list(dict.fromkeys(p for _, p in ordered)))
+    names = [p for _, p in ordered]
+    total = 0
+    with workers.Pool() as pool, channels.reading(
+            conn, ["sh", "-c", tarstream.CREATE, "hpcbridge-outputs", remote_dir],
+            stdin=tarstream.listed(names), what="the outputs' tar") as chunks:
+        for (item, path), (_, size, data) in zip(ordered, tarstream.members(chunks, names),
+                                                 strict=True):
+            mode = modes[path] & FILE_MODE
+            if size <= SMALL:
+                body = b"".join(data)
+                pool.submit(functools.partial(_copy_from, s3, item, path, size, mode,
+                                              iter((body,)), digests.of, owner))
+            else:
+                _copy_from(s3, item, path, size, mode, data, digests.of, owner)
+                for _ in data:  # what a destination that held it already left unread
+                    pass
+            total += size
+    digests.all()
+    return total
+
+
+def _copy_from(s3: Minio | None, item: dict[str, Any], path: str, size: int, mode: int,
+               chunks: Iterator[bytes | memoryview], digest: Callable[[str], str],
+               owner: str) -> int:
+    """Copy one output read from ``chunks`` to its destination; its size."""
+    reader = Verified(lambda: chunks, size, lambda: digest(path), path,
+                      part=part_size(size) if "s3" in item else 0)
+    _deliver(s3, item, path, reader, mode, owner)
+    return size
+
+
+def _by_file(conn: Connection, files: RemoteFiles, s3: Minio | None,
+             chosen: list[tuple[dict[str, Any], str]], sizes: dict[str, int],
+             modes: dict[str, int], *, remote_dir: str, owner: str) -> int:
+    """Copy the chosen outputs file by file over SFTP: files up to ``SMALL`` bytes several at
+    a time (``hooks.pods.movers.workers``) while the cluster computes the digests of the
+    larger ones, which are then copied one at a time, into a claim as the cluster still
+    computes them, to S3 once they are known."""
     small = [(item, p) for item, p in chosen if sizes[p] <= SMALL]
     large = [(item, p) for item, p in chosen if sizes[p] > SMALL]
     later = workers.background(functools.partial(_digests, conn, remote_dir,
@@ -80,8 +140,7 @@ def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
                      digest=lambda: digests[path] if path in digests else later()[path])
 
     total = workers.each(conn, small, copy)
-    total += sum(copy(files, job) for job in large)
-    return len(chosen), total
+    return total + sum(copy(files, job) for job in large)
 
 
 def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str, *, size: int,
@@ -89,19 +148,26 @@ def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str,
     """Copy one output (``mode``: the source's permission bits); its size."""
     reader = Verified(functools.partial(files.read, f"{remote_dir}/{path}", size), size, digest,
                       path, part=part_size(size) if "s3" in item else 0)
+    _deliver(s3, item, path, reader, mode & FILE_MODE, owner)
+    return size
+
+
+def _deliver(s3: Minio | None, item: dict[str, Any], path: str, reader: Verified, mode: int,
+             owner: str) -> None:
+    """Write the reader's output where ``item`` says: an object, or a file of ``mode`` in a
+    claim."""
     try:
         if "s3" in item:
             assert s3 is not None
             _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
         else:
-            _to_claim(Path(item["dir"]), path, reader, owner, mode & FILE_MODE)
+            _to_claim(Path(item["dir"]), path, reader, owner, mode)
     except MoveError as err:
         if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
             raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
         raise
     finally:
         reader.close()
-    return size
 
 
 def _listing(conn: Remote, remote_dir: str) -> tuple[dict[str, int], dict[str, int]]:
@@ -164,7 +230,7 @@ def _to_claim(root: Path, path: str, reader: Verified, owner: str, mode: int) ->
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
-            while chunk := reader.read(1024 * 1024):
+            for chunk in reader.each():
                 out.write(chunk)
             out.flush()
             os.fsync(out.fileno())

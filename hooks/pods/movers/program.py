@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> tuple[int, int]:
         files = RemoteFiles(conn)
         try:
             if args.direction == "inputs":
-                return inputs.stage(files, s3, plan, staging=args.staging_dir,
+                return inputs.stage(conn, files, s3, plan, staging=args.staging_dir,
                                     remote_dir=args.remote_dir)
             return outputs.collect(conn, files, s3, plan, remote_dir=args.remote_dir,
                                    owner=args.owner)

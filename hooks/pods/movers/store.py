@@ -116,9 +116,9 @@ class Verified:
     ``2 * n``: the pieces are joined once, only the last one is cut, and the digests read the
     bytes in place."""
 
-    def __init__(self, chunks: Callable[[], Iterator[bytes]], size: int,
+    def __init__(self, chunks: Callable[[], Iterator[bytes | memoryview]], size: int,
                  sha256: str | Callable[[], str], where: str, *, part: int = 0) -> None:
-        self.opened: Iterator[bytes] | None = None
+        self.opened: Iterator[bytes | memoryview] | None = None
         self.open, self.size, self.where = chunks, size, where
         self.digest = sha256
         self.sha = hashlib.sha256()
@@ -126,7 +126,7 @@ class Verified:
         self.parts: list[bytes] = []
         self.part = hashlib.md5(usedforsecurity=False)
         self.read_bytes = 0
-        self.pending = b""
+        self.pending: bytes | memoryview = b""
 
     @property
     def expected(self) -> str:
@@ -140,7 +140,8 @@ class Verified:
             n = self.size - self.read_bytes
         if self.opened is None:
             self.opened = self.open()
-        pieces, have = ([self.pending], len(self.pending)) if self.pending else ([], 0)
+        pieces: list[bytes | memoryview] = [self.pending] if self.pending else []
+        have = len(self.pending)
         while have < n and self.read_bytes + have < self.size:
             chunk = next(self.opened, b"") or self._short()
             pieces.append(chunk)
@@ -149,13 +150,27 @@ class Verified:
         if have > n:
             last, cut = pieces[-1], len(pieces[-1]) - (have - n)
             pieces[-1], self.pending = last[:cut], last[cut:]
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        data = bytes(pieces[0]) if len(pieces) == 1 else b"".join(pieces)
         pieces.clear()
         self._digest(memoryview(data))
         if self.read_bytes == self.size and self.sha.hexdigest() != self.expected:
             raise MoveError(Reason.NONE, f"{self.where} changed while it was read: its "
                                          "SHA-256 is not what the cluster computed.")
         return data
+
+    def each(self) -> Iterator[bytes | memoryview]:
+        """The bytes as they arrive, checked as ``read`` checks them (a file written chunk by
+        chunk needs no joined reads)."""
+        if self.opened is None:
+            self.opened = self.open()
+        while self.read_bytes < self.size:
+            chunk = next(self.opened, b"") or self._short()
+            chunk = chunk[:self.size - self.read_bytes]
+            self._digest(memoryview(chunk))
+            yield chunk
+        if self.sha.hexdigest() != self.expected:
+            raise MoveError(Reason.NONE, f"{self.where} changed while it was read: its "
+                                         "SHA-256 is not what the cluster computed.")
 
     def _digest(self, view: memoryview) -> None:
         self.sha.update(view)

@@ -71,3 +71,33 @@ def each(conn: Connection, jobs: Iterable[Job], copy: Callable[[RemoteFiles, Job
         for files in opened:
             files.close()
     return total
+
+
+class Pool:
+    """Copies handed to ``WORKERS`` threads as the main thread reads them, at most
+    ``2 * WORKERS`` waiting (each holds a small file's bytes); the first copy that raises is
+    raised again by the next ``submit`` or at the end of the ``with``."""
+
+    def __init__(self) -> None:
+        self.executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="copy")
+        self.pending: set[Future[int]] = set()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def submit(self, copy: Callable[[], int]) -> None:
+        while len(self.pending) >= 2 * WORKERS:
+            done, self.pending = wait(self.pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()
+        self.pending.add(self.executor.submit(copy))
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        try:
+            if error is None:
+                for future in wait(self.pending).done:
+                    future.result()
+        finally:
+            for future in self.pending:
+                future.cancel()
+            self.executor.shutdown(wait=True)
