@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from hooks.core.values.text import has_control, shown
 from hooks.pods.movers import tarstream
 from hooks.pods.movers.errors import MoveError
 from hooks.pods.movers.store import download, objects
+from hooks.pods.movers.workers import WORKERS
 from hooks.ssh import channels
 from hooks.ssh.client import Connection
 from hooks.ssh.files import RemoteFiles
@@ -36,6 +39,8 @@ MARK = ".staged"
 MOVED = ".staged-in"
 CHUNK = 1024 * 1024
 MAX_FILES = 100_000
+SMALL = 1024 * 1024
+"""Objects up to this size are fetched ahead, several at a time."""
 
 
 def stage(conn: Connection, files: RemoteFiles, s3: Minio | None,
@@ -68,7 +73,8 @@ def streamed(conn: Connection, s3: Minio | None, plan: list[dict[str, Any]],
                                                  "files.")
                 md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
                 current[:] = [(md5, sha, check)]
-                yield tarstream.Member(path, size, 0o600, _hashed(_hashed(chunks, md5), sha))
+                hashed = _hashed(_hashed(chunks, md5), sha) if check else _hashed(chunks, sha)
+                yield tarstream.Member(path, size, 0o600, hashed)
 
     def sent(member: tarstream.Member, size: int) -> None:
         ((md5, sha, check),) = current
@@ -120,18 +126,55 @@ def _sources(item: dict[str, Any], s3: Minio | None) -> Iterator[
                 chunks, _md5(etag)
             return
         found = False
-        for obj in objects(s3, bucket, prefix):
-            if obj.is_dir or obj.object_name.endswith("/"):
-                continue
+        for relative, size, chunks, md5 in _fetched(s3, bucket, prefix):
             found = True
-            relative = _relative(obj.object_name[len(prefix):], f"s3://{bucket}/{obj.object_name}")
-            size, etag, chunks = download(s3, bucket, obj.object_name)
-            yield path + relative, size, chunks, _md5(etag)
+            yield path + relative, size, chunks, md5
         if not found:
             raise MoveError(Reason.INPUT_NOT_FOUND, f"No object was found under "
                                                     f"s3://{bucket}/{prefix}.")
         return
     yield from _claim(Path(item["dir"]), path)
+
+
+def _fetched(s3: Minio, bucket: str, prefix: str) -> Iterator[
+        tuple[str, int, Iterator[bytes], str]]:
+    """The objects under ``prefix`` in the order listed: (path below the prefix, size, bytes,
+    the MD5 to expect or ""). Objects up to ``SMALL`` bytes are fetched whole, ``WORKERS`` at a
+    time and at most ``2 * WORKERS`` ahead (a small object's cost is its request's round
+    trip); a larger one is streamed when its turn comes."""
+    ahead: deque[tuple[str, str, Future[tuple[int, str, bytes]] | None]] = deque()
+
+    def turn() -> tuple[str, int, Iterator[bytes], str]:
+        relative, key, fetched = ahead.popleft()
+        if fetched is None:
+            size, etag, chunks = download(s3, bucket, key)
+            return relative, size, chunks, _md5(etag)
+        size, etag, data = fetched.result()
+        return relative, size, iter((data,)), _md5(etag)
+
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="fetch") as pool:
+        try:
+            for obj in objects(s3, bucket, prefix):
+                if obj.is_dir or obj.object_name.endswith("/"):
+                    continue
+                key = obj.object_name
+                relative = _relative(key[len(prefix):], f"s3://{bucket}/{key}")
+                small = (obj.size or 0) <= SMALL
+                ahead.append((relative, key, pool.submit(_whole, s3, bucket, key) if small
+                              else None))
+                while len(ahead) > 2 * WORKERS:
+                    yield turn()
+            while ahead:
+                yield turn()
+        finally:
+            for _, _, fetched in ahead:
+                if fetched is not None:
+                    fetched.cancel()
+
+
+def _whole(s3: Minio, bucket: str, key: str) -> tuple[int, str, bytes]:
+    size, etag, chunks = download(s3, bucket, key)
+    return size, etag, b"".join(chunks)
 
 
 def _claim(source: Path, path: str) -> Iterator[tuple[str, int, Iterator[bytes], str]]:

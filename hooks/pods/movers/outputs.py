@@ -2,15 +2,16 @@
 ``spec.outputs`` to S3 (key: prefix + the file's path in the job's directory) or into a claim's
 directory.
 
-The cluster lists the directory and computes each file's SHA-256 (one command each); every
-copy is checked against that digest as it is read. It never replaces what is not this
-BatchJob's: an object is replaced only if its metadata names this BatchJob (``OWNER``), a file
-only if it holds the same bytes already or its ``user.hpcbridge.owner`` attribute names this
-BatchJob; anything else is an error naming it. A file in a claim is written under a temporary
-name, synced and renamed, so it is never partial under its final name; a run again after a kill
-gives the same objects and files. It keeps the source's permission bits, never wider than 0644
-(``FILE_MODE``): a file only its owner may read on the cluster stays so in the claim, and
-nothing becomes executable or set-id.
+The cluster lists the directory and computes each file's SHA-256; every copy is checked
+against that digest as it is read, whether it came through the cluster's tar stream
+(``hooks.pods.movers.tarstream``) or, on a login node without tar, over SFTP. It never
+replaces what is not this BatchJob's: an object is replaced only if its metadata names this
+BatchJob (``OWNER``), a file only if it holds the same bytes already or its
+``user.hpcbridge.owner`` attribute names this BatchJob; anything else is an error naming it.
+A file in a claim is written under a temporary name, synced and renamed, so it is never partial
+under its final name; a run again after a kill gives the same objects and files. It keeps the
+source's permission bits, never wider than 0644 (``FILE_MODE``): a file only its owner may
+read on the cluster stays so in the claim, and nothing becomes executable or set-id.
 """
 
 from __future__ import annotations

@@ -17,12 +17,10 @@ over SFTP instead (``available``). The digests come from ``openssl dgst -sha256`
 
 from __future__ import annotations
 
-import io
 import tarfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.reasons import Reason
@@ -254,57 +252,48 @@ class Member:
 
 def archive(send: Callable[[bytes], None], files: Iterable[Member],
             sent: Callable[[Member, int], None] = lambda member, size: None) -> None:
-    """Write an archive of ``files`` to ``send``; ``sent`` is told each member and the bytes
-    that went out for it (a member whose bytes fall short of its size fails the run)."""
-    out = _Sink(send)
-    with tarfile.open(fileobj=out, mode="w|", bufsize=BUFFER, format=tarfile.PAX_FORMAT) as tar:
-        for member in files:
-            info = tarfile.TarInfo(member.name)
-            info.size, info.mode, info.type = member.size, member.mode, tarfile.REGTYPE
-            reader = _Counted(member.chunks)
-            try:
-                tar.addfile(info, reader)
-            except OSError as err:  # tarfile's "unexpected end of data"
-                raise MoveError(Reason.NONE, f"{shown(member.name)} gave {reader.count} bytes "
-                                             f"of {member.size}; retried.") from err
-            if reader.count != member.size:
-                raise MoveError(Reason.NONE, f"{shown(member.name)} gave {reader.count} bytes of "
-                                             f"{member.size}; retried.")
-            sent(member, reader.count)
-
-
-class _Sink(io.RawIOBase):
-    def __init__(self, send: Callable[[bytes], None]) -> None:
-        self.send = send
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.send(bytes(data))
-        return len(data)
-
-
-class _Counted(io.RawIOBase):
-    """A member's chunks as a readable stream, counting what was read. A read returns as many
-    bytes as asked unless the chunks end first (tarfile takes a short read for the end)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.left, self.count = chunks, b"", 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        pieces, have = [self.left], len(self.left)
-        while size < 0 or have < size:
-            chunk = next(self.chunks, None)
-            if chunk is None:
+    """Write an archive of ``files`` to ``send``, in pieces of about ``BUFFER`` bytes; ``sent``
+    is told each member and its size once its bytes are out (a member whose bytes fall short of
+    its size, or run past it, fails the run). The headers are ``tarfile``'s (pax, for any name);
+    the bytes go out as they come, not through ``tarfile``'s stream, which copies its whole
+    buffer on every write."""
+    out = _Batched(send)
+    for member in files:
+        info = tarfile.TarInfo(member.name)
+        info.size, info.mode, info.type = member.size, member.mode, tarfile.REGTYPE
+        out.put(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+        count = 0
+        for chunk in member.chunks:
+            count += len(chunk)
+            if count > member.size:
                 break
-            pieces.append(chunk)
-            have += len(chunk)
-        data = b"".join(pieces)
-        cut = len(data) if size < 0 else size
-        data, self.left = data[:cut], data[cut:]
-        self.count += len(data)
-        return data
+            out.put(chunk)
+        if count != member.size:
+            raise MoveError(Reason.NONE, f"{shown(member.name)} gave {count} bytes where "
+                                         f"{member.size} were due; retried.")
+        out.put(bytes(_padding(member.size)))
+        sent(member, count)
+    out.put(END * 2)
+    out.flush()
+
+
+class _Batched:
+    """Small writes gathered into pieces of ``BUFFER`` bytes; large ones passed on as they
+    are."""
+
+    def __init__(self, send: Callable[[bytes], None]) -> None:
+        self.send, self.pending = send, bytearray()
+
+    def put(self, data: bytes | memoryview) -> None:
+        if len(data) >= BUFFER:
+            self.flush()
+            self.send(bytes(data))
+            return
+        self.pending += data
+        if len(self.pending) >= BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.send(bytes(self.pending))
+            self.pending.clear()

@@ -1,10 +1,11 @@
 """Work beside the main thread: ``background`` work, such as the cluster's digests of the
 large files, and copies of small files, ``WORKERS`` at a time. A small file's cost is round
 trips (an SFTP open, read and close; an object's stat and put; a file's and its directory's
-fsync), not bytes, so the mover waits for several at once. Each worker has an SFTP session of
-its own on the one SSH connection (a session's reads are pipelined by one thread,
-``hooks.ssh.files``); at most ``2 * WORKERS`` copies are queued at a time, so memory does not
-grow with the number of files.
+fsync), not bytes, so the mover waits for several at once: over SFTP (``each``) each worker
+has an SFTP session of its own on the one SSH connection (a session's reads are pipelined by
+one thread, ``hooks.ssh.files``); from a tar stream (``Pool``) the main thread reads the files
+and the workers write them. At most ``2 * WORKERS`` copies are queued at a time, so memory does
+not grow with the number of files.
 """
 
 from __future__ import annotations

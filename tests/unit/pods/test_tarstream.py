@@ -82,6 +82,7 @@ def test_the_movers_archive_unpacks_with_tar_as_it_says(tmp_path: Path) -> None:
     assert seen == [(m.name, m.size) for m in files]
 
 
-def test_a_member_short_of_its_size_fails_before_the_archive_ends() -> None:
-    with pytest.raises(MoveError, match="gave 2 bytes of 5"):
-        archive(lambda data: None, [Member("a", 5, 0o600, iter([b"ab"]))])
+@pytest.mark.parametrize("chunks", [[b"ab"], [b"abc", b"def"]])
+def test_a_member_other_than_its_size_fails_before_the_archive_ends(chunks: list[bytes]) -> None:
+    with pytest.raises(MoveError, match="were due"):
+        archive(lambda data: None, [Member("a", 5, 0o600, iter(chunks))])
