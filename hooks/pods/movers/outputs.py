@@ -250,15 +250,17 @@ def _to_claim(root: Path, path: str, reader: Verified, owner: str, mode: int) ->
 
 
 def _directory(root: Path, parts: list[str]) -> Path:
-    """``root``/``parts``, made as needed, never through a symbolic link."""
+    """``root``/``parts``, made as needed, never through a symbolic link (files of one
+    directory are written by several workers at once: one may make it as another looks)."""
     here = root
     for part in ["", *parts]:
         here = here / part if part else here
         try:
             mode = os.lstat(here).st_mode
         except FileNotFoundError:
-            os.mkdir(here, 0o755)
-            continue
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(here, 0o755)
+            mode = os.lstat(here).st_mode
         if not stat.S_ISDIR(mode):
             raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(str(here.relative_to(root)))} in "
                             "the claim is not a directory; outputs are not written through "
