@@ -56,6 +56,12 @@ class Row:
     seconds: float
     peak_kib: int
     total: int
+    failed: int = 0
+    """Runs that failed (the median is of the others)."""
+
+
+class Failed(Exception):
+    """A run of a copy ended with a failure."""
 
 
 def main() -> None:
@@ -201,11 +207,15 @@ class Bench:
         lines = [f"### {title} ({total / 2**30:.2f} GiB; median of {self.runs})", "",
                  "| copy | time | MB/s | vs scp | peak RSS |", "| --- | --- | --- | --- | --- |"]
         for row in rows:
+            if not row.seconds:
+                lines.append(f"| {row.what} | failed {row.failed} of {self.runs} runs | | | |")
+                continue
             scp = up if ("inputs" in row.what or "to the cluster" in row.what
                          or "to local disk" in row.what) else down
             lines.append(f"| {row.what} | {row.seconds:.1f} s | {row.total / row.seconds / 1e6:.0f}"
                          f" | {scp / row.seconds:.2f}x | "
-                         + (f"{row.peak_kib / 1024:.0f} MiB |" if row.peak_kib else "- |"))
+                         + (f"{row.peak_kib / 1024:.0f} MiB |" if row.peak_kib else "- |")
+                         + (f" ({row.failed} of {self.runs} runs failed)" if row.failed else ""))
         return "\n".join(lines) + "\n"
 
     def median(self, what: str, total: int,
@@ -213,12 +223,18 @@ class Bench:
                fn: Callable[[int], None] | None = None,
                before: Callable[[int], object] = lambda i: None,
                after: Callable[[int], object] = lambda i: None) -> Row:
-        seconds, peaks = [], []
+        seconds, peaks, failed = [], [], 0
         for i in range(self.runs):
             before(i)
             if argv is not None:
                 command, cwd = argv(i)
-                took, peak = timed(command, cwd)
+                try:
+                    took, peak = timed(command, cwd)
+                except Failed as err:
+                    print(f"  {what}: {err}", file=sys.stderr, flush=True)
+                    failed += 1
+                    after(i)
+                    continue
             else:
                 assert fn is not None
                 started = time.monotonic()
@@ -228,7 +244,9 @@ class Bench:
             seconds.append(took)
             peaks.append(peak)
             print(f"  {what}: {took:.1f} s", file=sys.stderr, flush=True)
-        return Row(what, statistics.median(seconds), max(peaks), total)
+        if not seconds:
+            return Row(what, 0.0, 0, total, failed)
+        return Row(what, statistics.median(seconds), max(peaks), total, failed)
 
     def login(self) -> list[str]:
         return ["--host", self.host, "--port", self.port, "--secret-dir", str(self.ssh),
@@ -278,7 +296,7 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, int]:
                              stdout=subprocess.DEVNULL)
     status, peak = finished(child, 7200)
     if status != 0:
-        raise SystemExit(f"{argv[:4]} failed ({status})")
+        raise Failed(f"{' '.join(argv[:4])} failed (exit {status})")
     return time.monotonic() - started, peak // 1024
 
 
