@@ -16,11 +16,7 @@ read on the cluster stays so in the claim, and nothing becomes executable or set
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import os
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +28,7 @@ from hooks.core.spec.layout import RESOLVE
 from hooks.core.values.reasons import Reason
 from hooks.core.values.text import has_control, shown
 from hooks.deadline import Deadline
-from hooks.pods.movers import tarstream, workers
+from hooks.pods.movers import claims, tarstream, workers
 from hooks.pods.movers.errors import MoveError
 from hooks.pods.movers.store import Verified, part_size, stored, upload
 from hooks.ssh import channels
@@ -42,15 +38,7 @@ from hooks.ssh.files import RemoteFiles
 LIST = RESOLVE + r"""
 cd -- "$d" || exit 3
 find . -type f -printf '%m %s %P\0'"""
-HASH = RESOLVE + r"""
-cd -- "$d" || exit 3
-xargs -0 -r sha256sum --"""
-ATTRIBUTE = "user.hpcbridge.owner"
-TIMEOUT = 3600.0
 SMALL = 1024 * 1024
-FILE_MODE = 0o644
-"""The widest mode of a file written into a claim: the source's own permission bits, never more
-than these (no execute, no group or world write, no set-id or sticky bit)."""
 
 
 def collect(conn: Connection, files: RemoteFiles, s3: Minio | None,
@@ -97,7 +85,7 @@ def streamed(conn: Connection, s3: Minio | None, chosen: list[tuple[dict[str, An
             stdin=tarstream.listed(names), what="the outputs' tar") as chunks:
         for (item, path), (_, size, data) in zip(ordered, tarstream.members(chunks, names),
                                                  strict=True):
-            mode = modes[path] & FILE_MODE
+            mode = modes[path] & claims.FILE_MODE
             if size <= SMALL:
                 body = b"".join(data)
                 pool.submit(functools.partial(_copy_from, s3, item, path, size, mode,
@@ -125,20 +113,18 @@ def _by_file(conn: Connection, files: RemoteFiles, s3: Minio | None,
              chosen: list[tuple[dict[str, Any], str]], sizes: dict[str, int],
              modes: dict[str, int], *, remote_dir: str, owner: str) -> int:
     """Copy the chosen outputs file by file over SFTP: files up to ``SMALL`` bytes several at
-    a time (``hooks.pods.movers.workers``) while the cluster computes the digests of the
-    larger ones, which are then copied one at a time, into a claim as the cluster still
-    computes them, to S3 once they are known."""
+    a time (``hooks.pods.movers.workers``), then the larger ones one at a time, while the
+    cluster computes the digests, small files' first (``tarstream.Digests``): into a claim as
+    the cluster still computes them, to S3 once they are known."""
     small = [(item, p) for item, p in chosen if sizes[p] <= SMALL]
     large = [(item, p) for item, p in chosen if sizes[p] > SMALL]
-    later = workers.background(functools.partial(_digests, conn, remote_dir,
-                                                 sorted({p for _, p in large})))
-    digests = _digests(conn, remote_dir, sorted({p for _, p in small}))
+    digests = tarstream.Digests(conn, remote_dir, sorted({p for _, p in small})
+                                + sorted({p for _, p in large} - {p for _, p in small}))
 
     def copy(on: RemoteFiles, job: tuple[dict[str, Any], str]) -> int:
         path = job[1]
         return _copy(on, s3, *job, size=sizes[path], mode=modes[path], remote_dir=remote_dir,
-                     owner=owner,
-                     digest=lambda: digests[path] if path in digests else later()[path])
+                     owner=owner, digest=functools.partial(digests.of, path))
 
     total = workers.each(conn, small, copy)
     return total + sum(copy(files, job) for job in large)
@@ -149,7 +135,7 @@ def _copy(files: RemoteFiles, s3: Minio | None, item: dict[str, Any], path: str,
     """Copy one output (``mode``: the source's permission bits); its size."""
     reader = Verified(functools.partial(files.read, f"{remote_dir}/{path}", size), size, digest,
                       path, part=part_size(size) if "s3" in item else 0)
-    _deliver(s3, item, path, reader, mode & FILE_MODE, owner)
+    _deliver(s3, item, path, reader, mode & claims.FILE_MODE, owner)
     return size
 
 
@@ -162,7 +148,7 @@ def _deliver(s3: Minio | None, item: dict[str, Any], path: str, reader: Verified
             assert s3 is not None
             _to_s3(s3, item["s3"]["bucket"], item["s3"]["prefix"] + path, reader, owner)
         else:
-            _to_claim(Path(item["dir"]), path, reader, owner, mode)
+            claims.write(Path(item["dir"]), path, reader, owner, mode)
     except MoveError as err:
         if err.reason is Reason.INPUT_NOT_FOUND:  # a missing bucket, for an output
             raise MoveError(Reason.OUTPUTS_FAILED, err.message) from err
@@ -196,18 +182,6 @@ def _check_names(paths: set[str]) -> None:
                             "control characters or a backslash; it is not copied.", final=True)
 
 
-def _digests(conn: Remote, remote_dir: str, paths: list[str]) -> dict[str, str]:
-    if not paths:
-        return {}
-    names = b"\0".join(p.encode(errors="surrogateescape") for p in paths) + b"\0"
-    result = conn.run(["sh", "-c", HASH, "hpcbridge-digests", remote_dir], stdin=names,
-                      deadline=Deadline.after(TIMEOUT))
-    lines = result.out.splitlines()
-    if result.exit_status != 0 or len(lines) != len(paths):
-        raise MoveError(Reason.NONE, "The cluster could not compute the outputs' digests.")
-    return {path: line[:64] for path, line in zip(paths, lines, strict=True)}
-
-
 def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> None:
     there = stored(s3, bucket, key)
     if there is not None and there.owner != owner:
@@ -216,105 +190,3 @@ def _to_s3(s3: Minio, bucket: str, key: str, reader: Verified, owner: str) -> No
     if there is not None and there.sha256 == reader.expected and there.size == reader.size:
         return
     upload(s3, bucket, key, reader, owner)
-
-
-def _to_claim(root: Path, path: str, reader: Verified, owner: str, mode: int) -> None:
-    """Write the reader's file at ``path`` in the claim with ``mode``, exactly (whatever the
-    umask), from the moment it exists under its temporary name."""
-    folder = _directory(root, path.split("/")[:-1])
-    target = folder / path.rpartition("/")[2]
-    if _taken(target, reader, owner, mode):
-        return
-    temporary = folder / f".{target.name}.{owner}.part"
-    temporary.unlink(missing_ok=True)  # a killed run's, whatever its mode
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as out:
-            for chunk in reader.each():
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        # A file system without user attributes: identical bytes still count as ours.
-        with contextlib.suppress(OSError):
-            os.setxattr(temporary, ATTRIBUTE, owner.encode(), follow_symlinks=False)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    directory = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-def _directory(root: Path, parts: list[str]) -> Path:
-    """``root``/``parts``, made as needed, never through a symbolic link (files of one
-    directory are written by several workers at once: one may make it as another looks)."""
-    here = root
-    for part in ["", *parts]:
-        here = here / part if part else here
-        try:
-            mode = os.lstat(here).st_mode
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(here, 0o755)
-            mode = os.lstat(here).st_mode
-        if not stat.S_ISDIR(mode):
-            raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(str(here.relative_to(root)))} in "
-                            "the claim is not a directory; outputs are not written through "
-                            "it.", final=True)
-    return here
-
-
-def _taken(target: Path, reader: Verified, owner: str, mode: int) -> bool:
-    """Whether ``target`` holds the reader's bytes already (if it is this BatchJob's and its
-    mode is wider than ``mode``, it is narrowed); refused when it holds others that are not this
-    BatchJob's."""
-    try:
-        info = os.lstat(target)
-    except FileNotFoundError:
-        return False
-    if stat.S_ISREG(info.st_mode):
-        ours = _ours(target, owner)
-        if info.st_size == reader.size and _sha256(target) == reader.expected:
-            if ours and stat.S_IMODE(info.st_mode) & ~mode:
-                _narrow(target, mode)
-            return True
-        if ours:
-            return False
-    raise MoveError(Reason.OUTPUTS_FAILED, f"{shown(target.name)} exists in the claim and is not "
-                    "an output of this BatchJob; it is left as it is.", final=True)
-
-
-def _narrow(target: Path, mode: int) -> None:
-    """Set ``target``'s mode to ``mode`` (a copy an earlier run wrote wider), never through a
-    symbolic link."""
-    fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-
-
-def _ours(target: Path, owner: str) -> bool:
-    """Whether ``target``'s ``user.hpcbridge.owner`` attribute names this BatchJob."""
-    try:
-        return os.getxattr(target, ATTRIBUTE, follow_symlinks=False) == owner.encode()
-    except OSError:
-        return False
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    for chunk in _chunks(path):
-        digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _chunks(path: Path) -> Iterator[bytes]:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            yield chunk

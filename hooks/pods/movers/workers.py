@@ -1,6 +1,5 @@
-"""Work beside the main thread: ``background`` work, such as the cluster's digests of the
-large files, and copies of small files, ``WORKERS`` at a time. A small file's cost is round
-trips (an SFTP open, read and close; an object's stat and put; a file's and its directory's
+"""Copies of small files beside the main thread, ``WORKERS`` at a time. A small file's cost is
+round trips (an SFTP open, read and close; an object's stat and put; a file's and its directory's
 fsync), not bytes, so the mover waits for several at once: over SFTP (``each``) each worker
 has an SFTP session of its own on the one SSH connection (a session's reads are pipelined by
 one thread, ``hooks.ssh.files``); from a tar stream (``Pool``) the main thread reads the files
@@ -21,21 +20,6 @@ from hooks.ssh.files import RemoteFiles
 WORKERS = 4
 Job = TypeVar("Job")
 Result = TypeVar("Result")
-
-
-def background(work: Callable[[], Result]) -> Callable[[], Result]:
-    """Start ``work`` on a thread of its own; the call that waits for its result (or raises its
-    error). The thread is a daemon: a SIGTERM ends the mover without waiting for it."""
-    future: Future[Result] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(work())
-        except BaseException as err:  # handed to the caller, who raises it
-            future.set_exception(err)
-
-    threading.Thread(target=run, name="background", daemon=True).start()
-    return future.result
 
 
 def each(conn: Connection, jobs: Iterable[Job], copy: Callable[[RemoteFiles, Job], int]) -> int:

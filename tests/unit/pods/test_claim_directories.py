@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hooks.pods.movers import outputs
+from hooks.pods.movers import claims
 from hooks.pods.movers.errors import MoveError
 
 
@@ -25,17 +25,17 @@ def racing(monkeypatch: pytest.MonkeyPatch, made_by_other: Any) -> None:
             raise FileNotFoundError(path)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(outputs.os, "lstat", lstat)
+    monkeypatch.setattr(claims.os, "lstat", lstat)
 
 
 def test_a_directory_another_worker_made_meanwhile_is_taken(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     racing(monkeypatch, lambda path: path.mkdir())
-    assert outputs._directory(tmp_path, ["sub"]) == tmp_path / "sub"
+    assert claims._directory(tmp_path, ["sub"]) == tmp_path / "sub"
 
 
 def test_a_link_put_there_meanwhile_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     racing(monkeypatch, lambda path: path.symlink_to("/etc"))
     with pytest.raises(MoveError, match="not a directory"):
-        outputs._directory(tmp_path, ["sub"])
+        claims._directory(tmp_path, ["sub"])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hooks.deadline import Deadline
-from hooks.pods.movers import outputs
+from hooks.pods.movers import claims, outputs
 from hooks.pods.movers.store import Verified
 from hooks.ssh.client import Completed, Target
 
@@ -73,8 +73,8 @@ def umask(request: pytest.FixtureRequest) -> Iterator[int]:
 @pytest.mark.parametrize(("source", "landed"), MODES, ids=[f"{m:o}" for m, _ in MODES])
 def test_a_file_lands_with_its_own_mode_never_wider_than_0644(
         tmp_path: Path, umask: int, source: int, landed: int) -> None:
-    outputs._to_claim(tmp_path, "results/secret.key", reader(b"k\n"), OWNER,
-                      source & outputs.FILE_MODE)
+    claims.write(tmp_path, "results/secret.key", reader(b"k\n"), OWNER,
+                      source & claims.FILE_MODE)
     written = tmp_path / "results" / "secret.key"
     assert stat.S_IMODE(written.stat().st_mode) == landed
     assert written.read_bytes() == b"k\n"
@@ -93,7 +93,7 @@ def test_the_temporary_file_is_never_wider(tmp_path: Path,
         yield data
 
     verified = Verified(chunks, len(data), hashlib.sha256(data).hexdigest(), "f")
-    outputs._to_claim(tmp_path, "key", verified, OWNER, 0o600)
+    claims.write(tmp_path, "key", verified, OWNER, 0o600)
     assert seen == [0o600]
 
 
@@ -101,19 +101,19 @@ def test_a_killed_runs_temporary_file_of_another_mode_is_replaced(tmp_path: Path
     stale = tmp_path / f".key.{OWNER}.part"
     stale.write_bytes(b"half")
     os.chmod(stale, 0o444)
-    outputs._to_claim(tmp_path, "key", reader(b"whole\n"), OWNER, 0o600)
+    claims.write(tmp_path, "key", reader(b"whole\n"), OWNER, 0o600)
     assert stat.S_IMODE((tmp_path / "key").stat().st_mode) == 0o600
     assert not stale.exists()
 
 
 def test_a_run_again_narrows_its_own_wider_copy(tmp_path: Path) -> None:
     def write(mode: int) -> None:
-        outputs._to_claim(tmp_path, "key", reader(b"same\n"), OWNER, mode)
+        claims.write(tmp_path, "key", reader(b"same\n"), OWNER, mode)
 
     write(0o644)
     target = tmp_path / "key"
     try:
-        os.getxattr(target, outputs.ATTRIBUTE)
+        os.getxattr(target, claims.ATTRIBUTE)
     except OSError:
         pytest.skip("no user attributes on this file system")
     write(0o600)

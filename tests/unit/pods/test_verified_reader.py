@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 
 from hooks.core.values.reasons import Reason
-from hooks.pods.movers import workers
 from hooks.pods.movers.store import MAX_PARTS, MIB, PART_SIZE, MoveError, Verified, part_size
 
 PIECE = bytes(range(256)) * 1020  # 255 KiB: an SFTP answer
@@ -82,13 +81,3 @@ def test_a_digest_still_computed_is_waited_for_once_when_the_last_byte_is_read()
     assert asked == []
     reader.read(2 * MIB)
     assert asked == ["digest"] and reader.expected == digest(3 * MIB) and asked == ["digest"]
-
-
-def test_background_work_hands_back_its_result_or_its_error() -> None:
-    assert workers.background(lambda: 42)() == 42
-
-    def fails() -> int:
-        raise MoveError(Reason.NONE, "The cluster could not compute the outputs' digests.")
-
-    with pytest.raises(MoveError, match="digests"):
-        workers.background(fails)()
