@@ -70,6 +70,20 @@ def render(directory: Path, *, port: int, upstream: int, tls: TlsFiles | None,
 
 
 @contextmanager
+def listening(process: subprocess.Popen[bytes], port: int, seconds: float) -> bool:
+    """Whether ``process`` listens on 127.0.0.1:``port`` within ``seconds`` (False as soon as
+    it has exited)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
 def nginx(directory: Path, *, port: int, upstream: int, tls: TlsFiles | None,
           **directives: str) -> Iterator[Path]:
     """nginx serving ``render``'s configuration until the block ends (stopped by its PID);
@@ -83,15 +97,8 @@ def nginx(directory: Path, *, port: int, upstream: int, tls: TlsFiles | None,
         process = subprocess.Popen([binary, "-e", "stderr", "-p", str(directory), "-c",
                                     str(conf), *user], stdout=sink, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"nginx did not start: {log.read_text()}") from None
-                time.sleep(0.05)
+        if not listening(process, port, 30):
+            raise RuntimeError(f"nginx did not start: {log.read_text()}")
         yield log
     finally:
         process.terminate()

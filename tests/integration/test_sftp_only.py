@@ -23,6 +23,7 @@ from hooks.deadline import Deadline
 from hooks.pods.movers import tarstream
 from hooks.ssh.client import Target
 from hooks.ssh.login import connect
+from tests.front import listening
 from tests.integration.conftest import REPO, Cluster
 from tests.integration.test_ssh_route import login
 
@@ -44,15 +45,7 @@ def sftp_only(slurm: Cluster, tmp_path: Path) -> Iterator[int]:
     sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-f", str(config), "-E",
                              str(tmp_path / "sshd.log")])
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or sshd.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        assert listening(sshd, port, 20), (tmp_path / "sshd.log").read_text()
         yield port
     finally:
         sshd.terminate()
