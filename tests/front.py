@@ -69,7 +69,6 @@ def render(directory: Path, *, port: int, upstream: int, tls: TlsFiles | None,
     return conf
 
 
-@contextmanager
 def listening(process: subprocess.Popen[bytes], port: int, seconds: float) -> bool:
     """Whether ``process`` listens on 127.0.0.1:``port`` within ``seconds`` (False as soon as
     it has exited)."""
@@ -84,6 +83,7 @@ def listening(process: subprocess.Popen[bytes], port: int, seconds: float) -> bo
             time.sleep(0.05)
 
 
+@contextmanager
 def nginx(directory: Path, *, port: int, upstream: int, tls: TlsFiles | None,
           **directives: str) -> Iterator[Path]:
     """nginx serving ``render``'s configuration until the block ends (stopped by its PID);
